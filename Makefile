@@ -1,0 +1,52 @@
+# attest-gateway — the two commands a newcomer needs:
+#   make run    install what is missing, build (release) and serve gateway.yml in front of the dev echo upstream
+#   make test   install what is missing, run the Swift tests and the end-to-end tests
+SHELL := /bin/bash
+export PATH := $(PATH):/opt/swift/usr/bin
+
+SWIFT ?= swift
+CONFIG ?= gateway.yml
+ECHO_LISTEN ?= 127.0.0.1:3000
+STRICT := -Xswiftc -warnings-as-errors
+BIN := .build/release/attest-gateway
+
+.PHONY: run demo test unit e2e build deps test-deps bench check-config clean
+
+deps:
+	@scripts/install-deps.sh build
+
+test-deps:
+	@scripts/install-deps.sh test
+
+build: deps
+	$(SWIFT) build -c release $(STRICT) --product attest-gateway
+
+# Serves the repository's gateway.yml; the dev echo upstream runs beside it and stops with it.
+run: build
+	@$(BIN) check-config --config $(CONFIG)
+	@echo "attest-gateway: serving $(CONFIG) (dev echo upstream on $(ECHO_LISTEN)); Ctrl-C stops both"
+	@$(BIN) dev echo --listen $(ECHO_LISTEN) & echo_pid=$$!; \
+	  trap 'kill $$echo_pid 2>/dev/null' EXIT; \
+	  $(BIN) serve --config $(CONFIG)
+
+demo: build
+	@scripts/demo.sh
+
+test: test-deps unit e2e
+
+unit:
+	$(SWIFT) build $(STRICT)
+	$(SWIFT) test $(STRICT)
+
+e2e: build
+	GATEWAY_BIN=$(CURDIR)/$(BIN) python3 -m pytest -q Tests/e2e
+
+bench: build
+	@scripts/install-deps.sh bench
+	@scripts/bench.sh
+
+check-config: build
+	$(BIN) check-config --config $(CONFIG)
+
+clean:
+	rm -rf .build data

@@ -1,0 +1,57 @@
+// swift-tools-version:6.0
+// attest-gateway: an app-integrity edge gateway. Module layering: see docs/architecture.md.
+import PackageDescription
+
+/// A Debian C library wrapped as a SwiftPM system library target (headers + pkg-config link flags).
+func systemLibrary(_ name: String, pkgConfig: String, apt: String) -> Target {
+    .systemLibrary(name: name, pkgConfig: pkgConfig, providers: [.apt([apt])])
+}
+
+let package = Package(
+    name: "attest-gateway",
+    products: [
+        .executable(name: "attest-gateway", targets: ["AttestGateway"]),
+    ],
+    targets: [
+        // Layer 0: C libraries from Debian, and our own small C shims.
+        systemLibrary("COpenSSL", pkgConfig: "openssl", apt: "libssl-dev"),
+        systemLibrary("CCBOR", pkgConfig: "libcbor", apt: "libcbor-dev"),
+        systemLibrary("CNGHTTP2", pkgConfig: "libnghttp2", apt: "libnghttp2-dev"),
+        systemLibrary("CYAML", pkgConfig: "yaml-0.1", apt: "libyaml-dev"),
+        systemLibrary("CHiredis", pkgConfig: "hiredis", apt: "libhiredis-dev"),
+        systemLibrary("CSQLite", pkgConfig: "sqlite3", apt: "libsqlite3-dev"),
+        systemLibrary("CCurl", pkgConfig: "libcurl", apt: "libcurl4-openssl-dev"),
+        .target(name: "CGatewayShims"),
+
+        // Layer 1: vocabulary.
+        .target(name: "GatewayCore"),
+        .target(name: "Observability", dependencies: ["GatewayCore"]),
+
+        // Layer 2: parsers and configuration (no I/O).
+        .target(name: "HTTP1", dependencies: ["GatewayCore"]),
+        .target(name: "GatewayConfig", dependencies: ["CYAML", "GatewayCore"]),
+        .target(name: "GatewayCrypto", dependencies: ["COpenSSL", "GatewayCore"]),
+
+        // Layer 3: the event loops.
+        .target(name: "GatewayPosix", dependencies: ["GatewayCore", "CGatewayShims"]),
+
+        // Layer 4: the request path.
+        .target(name: "GatewayProxy", dependencies: [
+            "GatewayCore", "Observability", "HTTP1", "GatewayConfig", "GatewayPosix", "GatewayCrypto", "CGatewayShims",
+        ]),
+
+        // Layer 5: the executable.
+        .executableTarget(name: "AttestGateway", dependencies: [
+            "GatewayCore", "GatewayConfig", "GatewayPosix", "GatewayProxy", "Observability", "HTTP1", "CGatewayShims",
+        ]),
+
+        // Tests mirror modules.
+        .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "GatewayCore"], resources: [.copy("Corpus")]),
+        .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig", "GatewayCore"]),
+        .testTarget(name: "GatewayProxyTests", dependencies: ["GatewayProxy", "GatewayConfig", "HTTP1", "GatewayCore"]),
+        .testTarget(name: "CLibrariesTests", dependencies: [
+            "COpenSSL", "CCBOR", "CNGHTTP2", "CYAML", "CHiredis", "CSQLite", "CCurl", "CGatewayShims",
+        ]),
+    ],
+    swiftLanguageModes: [.v6]
+)

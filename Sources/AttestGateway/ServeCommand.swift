@@ -1,0 +1,101 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import GatewayConfig
+import GatewayCore
+import GatewayPosix
+import GatewayProxy
+import Observability
+import Synchronization
+
+/// `attest-gateway serve`: loads the configuration, starts one event loop per worker and runs until SIGTERM or
+/// SIGINT, then drains.
+enum ServeCommand {
+    static let usage = """
+    Usage: attest-gateway serve [--config FILE] [--workers N] [--no-access-log]
+
+    Serves FILE (default gateway.yml) with N event-loop threads (default: one per CPU core).
+    SIGTERM/SIGINT: stop accepting, finish in-flight requests (up to limits.drain_timeout), exit 0.
+    The access log (one JSON line per request) goes to standard output, other logs to standard error.
+    """
+
+    static func run(_ args: [String]) -> Int32 {
+        let options: Options
+        switch Options.parse(args, valued: ["--config", "--workers"], booleans: ["--no-access-log"]) {
+        case .success(let o): options = o
+        case .failure(let e): printErr("serve: \(e.message)\n\n\(usage)"); return ExitCode.usage
+        }
+        if options.help { print(usage); return ExitCode.ok }
+        let path = options.values["--config"] ?? "gateway.yml"
+        var workerCount = Threads.onlineCPUs
+        if let w = options.values["--workers"] {
+            guard let n = Int(w), n >= 1, n <= 256 else {
+                printErr("serve: --workers must be a number from 1 to 256\n\n\(usage)")
+                return ExitCode.usage
+            }
+            workerCount = n
+        }
+
+        let config: GatewayConfiguration
+        do { config = try ConfigLoader.load(path: path) } catch {
+            for e in error.errors { printErr(e.description) }
+            return ExitCode.failure
+        }
+        let runtime: ProxyRuntime
+        do { runtime = try ProxyRuntime(config: config) } catch {
+            printErr("serve: \(error.description)")
+            return ExitCode.failure
+        }
+        for l in config.listeners where l.http2 {
+            Logger.warn("http2 is not supported yet; serving HTTP/1.1 only", ["listener": l.name])
+        }
+
+        // Before any thread starts, so every thread inherits the mask and signals reach sigwait below.
+        Threads.blockSignals()
+        let budget = ConnectionBudget(limit: config.limits.maxConnections)
+        var workers: [ProxyWorker] = []
+        do {
+            for i in 0..<workerCount {
+                let w = try ProxyWorker(index: i, runtime: runtime, budget: budget, accessLog: !options.flags.contains("--no-access-log"))
+                try w.bind()
+                workers.append(w)
+            }
+        } catch {
+            printErr("serve: \(error)")
+            return ExitCode.failure
+        }
+        let finished = Atomic<Int>(0)
+        let threads = workers.map { w in
+            Threads.start {
+                w.run()
+                finished.add(1, ordering: .sequentiallyConsistent)
+            }
+        }
+        for (l, a) in zip(config.listeners, runtime.listenAddresses) {
+            Logger.info("listening", ["listener": l.name, "address": a.description, "workers": String(workerCount)])
+        }
+
+        while true {
+            let sig = Threads.waitForSignal()
+            if sig == SIGHUP {
+                Logger.warn("SIGHUP: configuration reload is not supported yet; keeping the running configuration")
+                continue
+            }
+            break
+        }
+        Logger.info("draining", ["timeout_ms": String(config.limits.drainTimeoutMillis)])
+        for w in workers { w.loop.execute { w.beginDrain() } }
+        let deadline = MonotonicClock.nowMillis() + UInt64(config.limits.drainTimeoutMillis)
+        while finished.load(ordering: .sequentiallyConsistent) < workers.count && MonotonicClock.nowMillis() < deadline {
+            usleep(10_000)
+        }
+        if finished.load(ordering: .sequentiallyConsistent) < workers.count {
+            let open = workers.count - finished.load(ordering: .sequentiallyConsistent)
+            Logger.warn("drain timeout reached; closing remaining connections", ["loops_busy": String(open)])
+            for w in workers { w.loop.execute { w.forceStop() } }
+        }
+        for t in threads { Threads.join(t) }
+        Logger.info("stopped")
+        return ExitCode.ok
+    }
+}

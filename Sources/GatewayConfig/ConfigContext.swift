@@ -1,0 +1,46 @@
+/// Collects errors while one file is decoded, and resolves the relative paths it contains.
+///
+/// Loop-confined: one instance per `ConfigLoader.load` call, never shared.
+final class ConfigContext {
+    let file: String
+    let baseDirectory: String
+    private(set) var errors: [ConfigError] = []
+
+    init(file: String, baseDirectory: String) {
+        self.file = file
+        self.baseDirectory = baseDirectory
+    }
+
+    func report(_ message: String, at mark: YAMLMark, path: String) {
+        errors.append(ConfigError(file: file, line: mark.line, column: mark.column, path: path, message: message))
+    }
+
+    func report(_ message: String, at node: YAMLNode, path: String) {
+        report(message, at: node.mark, path: path)
+    }
+
+    /// Errors ordered by line then column; equal positions keep their discovery order.
+    var sortedErrors: [ConfigError] {
+        errors.enumerated().sorted { a, b in
+            (a.element.line, a.element.column, a.offset) < (b.element.line, b.element.column, b.offset)
+        }.map(\.element)
+    }
+
+    /// A relative path is taken relative to the directory of the configuration file, so the gateway finds its
+    /// files wherever it is started from.
+    func resolve(_ path: String) -> String {
+        if path.hasPrefix("/") || baseDirectory.isEmpty { return path }
+        var base = baseDirectory
+        while base.count > 1 && base.hasSuffix("/") { base.removeLast() }
+        return base == "/" ? "/" + path : base + "/" + path
+    }
+}
+
+/// Joins YAML path segments: `key` under `""` is `key`, under `limits` is `limits.key`; `[i]` appends directly.
+func joinPath(_ parent: String, _ key: String) -> String {
+    parent.isEmpty ? key : parent + "." + key
+}
+
+func indexPath(_ parent: String, _ index: Int) -> String {
+    parent + "[\(index)]"
+}

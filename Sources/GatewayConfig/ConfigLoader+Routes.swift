@@ -1,0 +1,117 @@
+/// The `routes` section: an ordered list, first match wins.
+extension ConfigLoader {
+    static let routeKeys = ["name", "match", "upstream", "verify", "require_all", "limited_use", "max_risk_metric",
+                            "mode", "strip_token_headers", "max_body_bytes"]
+
+    static func decodeRoutes(_ top: MappingReader, upstreams: Set<String>, verifiers: [String: String?],
+                             limits: LimitsConfig) -> [RouteConfig] {
+        guard let items = top.list("routes") else { return [] }
+        var routes: [RouteConfig] = []
+        var names: Set<String> = []
+        for (index, item) in items.enumerated() {
+            guard let map = MappingReader(item, path: indexPath("routes", index), context: top.context) else { continue }
+            map.rejectUnknownKeys(allowed: routeKeys)
+            let name = map.nonEmptyString("name") ?? "route-\(index)"
+            if !names.insert(name).inserted {
+                map.report("duplicate route name \"\(name)\"", key: "name")
+            }
+            let match = map.mapping("match", required: true).flatMap(decodeMatch)
+            var upstream = map.string("upstream", required: true)
+            if let name = upstream, !upstreams.contains(name) {
+                map.report("unknown upstream \"\(name)\"", key: "upstream")
+                upstream = nil
+            }
+            let verify = map.contains("verify") ? decodeVerify(map, verifiers: verifiers) : []
+            let requireAll = map.bool("require_all")
+            let limitedUse = map.bool("limited_use")
+            let maxRisk = map.int("max_risk_metric", min: 0)
+            let mode = map.oneOf("mode", [RouteMode.enforce, .monitor])
+            let strip = map.bool("strip_token_headers")
+            var maxBody = map.size("max_body_bytes", positive: false)
+            if let bytes = maxBody, bytes > limits.maxBodyBytes {
+                // Routes may only lower the global limit: the connection layer enforces the global one first.
+                map.report("must not exceed limits.max_body_bytes (\(limits.maxBodyBytes) bytes)", key: "max_body_bytes")
+                maxBody = nil
+            }
+            if limitedUse == true, let verify {
+                // limited_use is enforced through App Check jti / DeviceCheck token replay records; with
+                // neither listed it would silently do nothing.
+                let kinds = verify.compactMap { verifiers[$0] ?? nil }
+                if kinds.count == verify.count, !kinds.contains("app_check"), !kinds.contains("device_check") {
+                    map.report("limited_use needs an app_check or device_check verifier in verify", key: "limited_use")
+                }
+            }
+
+            guard let match, let upstream else { continue }
+            var route = RouteConfig(name: name, match: match, upstream: upstream)
+            if let verify { route.verify = verify }
+            if let requireAll { route.requireAll = requireAll }
+            if let limitedUse { route.limitedUse = limitedUse }
+            route.maxRiskMetric = maxRisk
+            if let mode { route.mode = mode }
+            if let strip { route.stripTokenHeaders = strip }
+            route.maxBodyBytes = maxBody
+            routes.append(route)
+        }
+        return routes
+    }
+
+    /// The verifier names; each must be declared. Nil when absent or invalid.
+    static func decodeVerify(_ map: MappingReader, verifiers: [String: String?]) -> [String]? {
+        guard let items = map.list("verify") else { return nil }
+        var names: [String] = []
+        for (index, item) in items.enumerated() {
+            let path = indexPath(map.childPath("verify"), index)
+            guard let name = item.scalarText, !item.isNull else {
+                map.context.report("expected a verifier name", at: item, path: path)
+                continue
+            }
+            guard verifiers[name] != nil else {
+                map.context.report("unknown verifier \"\(name)\"", at: item, path: path)
+                continue
+            }
+            guard !names.contains(name) else {
+                map.context.report("verifier \"\(name)\" is listed twice", at: item, path: path)
+                continue
+            }
+            names.append(name)
+        }
+        return names.count == items.count ? names : nil
+    }
+
+    static func decodeMatch(_ map: MappingReader) -> RouteMatchConfig? {
+        map.rejectUnknownKeys(allowed: ["path", "path_prefix", "methods", "host"])
+        var path: PathMatch?
+        switch (map.string("path"), map.string("path_prefix")) {
+        case (nil, nil):
+            if !map.contains("path") && !map.contains("path_prefix") {
+                map.context.report("missing required key \"path\" or \"path_prefix\"", at: map.node, path: map.path)
+            }
+        case (.some, .some):
+            map.report("path and path_prefix are mutually exclusive", key: "path_prefix")
+        case (let exact?, nil):
+            if exact.hasPrefix("/") { path = .exact(exact) } else { map.report("must start with \"/\"", key: "path") }
+        case (nil, let prefix?):
+            if prefix.hasPrefix("/") { path = .prefix(prefix) } else { map.report("must start with \"/\"", key: "path_prefix") }
+        }
+        var methods: [String]?
+        if let items = map.stringList("methods", nonEmpty: true) {
+            let upper = items.map { $0.uppercased() }
+            if let bad = upper.firstIndex(where: { !ConfigValue.isToken($0) }) {
+                map.report("invalid method \"\(items[bad])\"", key: "methods")
+            } else {
+                methods = upper
+            }
+        }
+        var host: String?
+        if let text = map.nonEmptyString("host") {
+            if text.contains(where: { $0 == " " || $0 == "/" }) {
+                map.report("invalid host \"\(text)\"", key: "host")
+            } else {
+                host = text.lowercased()
+            }
+        }
+        guard let path else { return nil }
+        return RouteMatchConfig(path: path, methods: methods, host: host)
+    }
+}

@@ -1,0 +1,71 @@
+/// The `admin`, `limits` and `state` sections.
+extension ConfigLoader {
+    static func decodeAdmin(_ top: MappingReader, listeners: [DecodedListener]) -> AdminConfig? {
+        guard let admin = top.mapping("admin") else { return nil }
+        admin.rejectUnknownKeys(allowed: ["address"])
+        guard let address = socketAddress(admin, "address", required: true) else { return nil }
+        // Admin endpoints (metrics, readiness) must never be reachable on a public listener.
+        if let clash = listeners.first(where: { ConfigValue.conflicts($0.config.address, address) }) {
+            admin.report("address \(address) is already used by listener \"\(clash.config.name)\"", key: "address")
+            return nil
+        }
+        return AdminConfig(address: address)
+    }
+
+    /// A `host:port` value; reports `invalid address`.
+    static func socketAddress(_ mapping: MappingReader, _ key: String, required: Bool) -> SocketAddressConfig? {
+        guard let text = mapping.string(key, required: required) else { return nil }
+        guard let address = ConfigValue.parseSocketAddress(text) else {
+            mapping.report("invalid address \"\(text)\" (use host:port, or [::1]:port for IPv6)", key: key)
+            return nil
+        }
+        return address
+    }
+
+    static func decodeLimits(_ top: MappingReader) -> LimitsConfig {
+        var limits = LimitsConfig()
+        guard let map = top.mapping("limits") else { return limits }
+        map.rejectUnknownKeys(allowed: ["max_header_bytes", "max_headers", "max_body_bytes", "header_timeout",
+                                        "idle_timeout", "max_connections", "drain_timeout"])
+        if let value = map.size("max_header_bytes") { limits.maxHeaderBytes = value }
+        if let value = map.int("max_headers", min: 1) { limits.maxHeaders = value }
+        if let value = map.size("max_body_bytes", positive: false) { limits.maxBodyBytes = value }
+        if let value = map.duration("header_timeout") { limits.headerTimeoutMillis = value }
+        if let value = map.duration("idle_timeout") { limits.idleTimeoutMillis = value }
+        if let value = map.int("max_connections", min: 1) { limits.maxConnections = value }
+        // 0s is meaningful here: exit at once without waiting for in-flight requests.
+        if let value = map.duration("drain_timeout", positive: false) { limits.drainTimeoutMillis = value }
+        return limits
+    }
+
+    static func decodeState(_ top: MappingReader) -> StateConfig {
+        var state = StateConfig()
+        state.path = top.context.resolve(state.path)
+        guard let map = top.mapping("state") else { return state }
+        // Keys of the other backends are accepted (and checked), so switching backend is a one-line change.
+        map.rejectUnknownKeys(allowed: ["backend", "path", "url", "key_prefix", "timeout", "on_unavailable"])
+        if let value = map.oneOf("backend", [StateBackendKind.memory, .sqlite, .redis]) { state.backend = value }
+        if let value = map.filePath("path") { state.path = value }
+        if let url = map.string("url") {
+            // The URL may carry a password: never echo it.
+            if isValidRedisURL(url) {
+                state.url = url
+            } else {
+                map.report("invalid redis url (use redis://[user:password@]host:port[/db])", key: "url")
+            }
+        } else if state.backend == .redis, !map.contains("url") {
+            map.reportMissing("url")
+        }
+        if let value = map.string("key_prefix") { state.keyPrefix = value }
+        if let value = map.duration("timeout") { state.timeoutMillis = value }
+        if let value = map.oneOf("on_unavailable", [UnavailablePolicy.reject, .allow]) { state.onUnavailable = value }
+        return state
+    }
+
+    /// `redis://[user:password@]host:port[/db]` with a numeric db.
+    static func isValidRedisURL(_ text: String) -> Bool {
+        guard let url = ConfigURL(text), url.scheme == "redis", url.query == nil else { return false }
+        let db = url.path.drop { $0 == "/" }
+        return url.path.isEmpty || url.path == "/" || (url.path.hasPrefix("/") && ConfigValue.decimal(db) != nil)
+    }
+}

@@ -1,0 +1,63 @@
+/// The `upstreams` section: a mapping from name to settings.
+extension ConfigLoader {
+    /// Valid upstreams, and every declared name (valid or not) so routes naming a broken upstream are not
+    /// also reported as naming an unknown one.
+    struct DecodedUpstreams {
+        var configs: [UpstreamConfig] = []
+        var declared: Set<String> = []
+    }
+
+    static func decodeUpstreams(_ top: MappingReader) -> DecodedUpstreams {
+        var result = DecodedUpstreams()
+        guard let section = top.mapping("upstreams") else { return result }
+        for (name, pair) in section.pairs {
+            result.declared.insert(name)
+            guard let map = MappingReader(pair.value, path: section.childPath(name), context: top.context) else { continue }
+            if let upstream = decodeUpstream(name: name, map) { result.configs.append(upstream) }
+        }
+        return result
+    }
+
+    static func decodeUpstream(name: String, _ map: MappingReader) -> UpstreamConfig? {
+        map.rejectUnknownKeys(allowed: ["url", "connect_timeout", "response_timeout", "max_idle_connections"])
+        let target = map.string("url", required: true).flatMap { upstreamURL($0, map) }
+        let connect = map.duration("connect_timeout")
+        let response = map.duration("response_timeout")
+        let idle = map.int("max_idle_connections", min: 0)
+        guard var upstream = target else { return nil }
+        upstream.name = name
+        if let connect { upstream.connectTimeoutMillis = connect }
+        if let response { upstream.responseTimeoutMillis = response }
+        if let idle { upstream.maxIdleConnections = idle }
+        return upstream
+    }
+
+    /// `http://host:port[/base-path]` (port 80 by default) or `https://…` (443). The base path is kept
+    /// without its trailing slash so the proxy can append the request path as is.
+    static func upstreamURL(_ text: String, _ map: MappingReader) -> UpstreamConfig? {
+        let usage = "(use http://host:port[/base-path])"
+        if let separator = text.range(of: "://") {
+            let scheme = text[..<separator.lowerBound].lowercased()
+            guard scheme == "http" || scheme == "https" else {
+                map.report("unsupported url scheme \"\(scheme)\" \(usage)", key: "url")
+                return nil
+            }
+        }
+        guard let url = ConfigURL(text) else {
+            map.report("invalid url \(usage)", key: "url")
+            return nil
+        }
+        // Credentials in an upstream URL would be sent nowhere (we do not add Authorization) and must not be
+        // echoed; a query string has no meaning for a base path.
+        guard !url.hasUserInfo, url.query == nil else {
+            map.report("url must not contain credentials or a query \(usage)", key: "url")
+            return nil
+        }
+        var basePath = url.path
+        while basePath.hasSuffix("/") { basePath.removeLast() }
+        let tls = url.scheme == "https"
+        var upstream = UpstreamConfig(name: "", host: url.host, port: url.port ?? (tls ? 443 : 80), basePath: basePath)
+        upstream.tls = tls
+        return upstream
+    }
+}

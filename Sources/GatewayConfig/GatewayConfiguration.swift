@@ -1,0 +1,219 @@
+/// The typed, validated form of `gateway.yml` (contract: docs/configuration.md). Built once by
+/// `ConfigLoader`; every value here has passed validation, and defaults are filled in.
+public struct GatewayConfiguration: Sendable, Equatable {
+    public var version: Int
+    public var listeners: [ListenerConfig]
+    public var admin: AdminConfig?
+    public var limits: LimitsConfig
+    public var state: StateConfig
+    /// Upstreams in file order; names are unique.
+    public var upstreams: [UpstreamConfig]
+    /// Verifiers in file order; names are unique.
+    public var verifiers: [VerifierConfig]
+    /// Routes in file order (first match wins).
+    public var routes: [RouteConfig]
+
+    public init(version: Int, listeners: [ListenerConfig], admin: AdminConfig?, limits: LimitsConfig,
+                state: StateConfig, upstreams: [UpstreamConfig], verifiers: [VerifierConfig], routes: [RouteConfig]) {
+        self.version = version
+        self.listeners = listeners
+        self.admin = admin
+        self.limits = limits
+        self.state = state
+        self.upstreams = upstreams
+        self.verifiers = verifiers
+        self.routes = routes
+    }
+
+    public func upstream(named name: String) -> UpstreamConfig? { upstreams.first { $0.name == name } }
+    public func verifier(named name: String) -> VerifierConfig? { verifiers.first { $0.name == name } }
+}
+
+/// A `host:port` socket address as written in the file (`127.0.0.1:8080`, `[::1]:8080`, `0.0.0.0:80`).
+public struct SocketAddressConfig: Sendable, Equatable, CustomStringConvertible {
+    /// The host without brackets (`::1`, `127.0.0.1`, `localhost`).
+    public var host: String
+    public var port: UInt16
+    public init(host: String, port: UInt16) { self.host = host; self.port = port }
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+public struct TLSConfig: Sendable, Equatable {
+    public var certificate: String
+    public var privateKey: String
+    public init(certificate: String, privateKey: String) { self.certificate = certificate; self.privateKey = privateKey }
+}
+
+public struct ListenerConfig: Sendable, Equatable {
+    public var name: String
+    public var address: SocketAddressConfig
+    public var http2: Bool
+    public var tls: TLSConfig?
+    public init(name: String, address: SocketAddressConfig, http2: Bool = false, tls: TLSConfig? = nil) {
+        self.name = name; self.address = address; self.http2 = http2; self.tls = tls
+    }
+}
+
+public struct AdminConfig: Sendable, Equatable {
+    public var address: SocketAddressConfig
+    public init(address: SocketAddressConfig) { self.address = address }
+}
+
+/// Durations are held as milliseconds; sizes as bytes.
+public struct LimitsConfig: Sendable, Equatable {
+    public var maxHeaderBytes: Int = 32 * 1024
+    public var maxHeaders: Int = 100
+    public var maxBodyBytes: Int = 10 * 1024 * 1024
+    public var headerTimeoutMillis: Int = 10_000
+    public var idleTimeoutMillis: Int = 60_000
+    public var maxConnections: Int = 10_000
+    /// Extension: how long SIGTERM/SIGINT waits for in-flight requests before exiting (default 30s).
+    public var drainTimeoutMillis: Int = 30_000
+    public init() {}
+}
+
+public enum StateBackendKind: String, Sendable, Equatable { case memory, sqlite, redis }
+public enum UnavailablePolicy: String, Sendable, Equatable { case reject, allow }
+
+public struct StateConfig: Sendable, Equatable {
+    public var backend: StateBackendKind = .sqlite
+    public var path: String = "data/state.db"
+    public var url: String? = nil
+    public var keyPrefix: String = "attest-gateway:"
+    public var timeoutMillis: Int = 250
+    public var onUnavailable: UnavailablePolicy = .reject
+    public init() {}
+}
+
+public struct UpstreamConfig: Sendable, Equatable {
+    public var name: String
+    /// Host from the URL (no brackets), port (default 80), and base path ("" when none; never ends in "/").
+    public var host: String
+    public var port: UInt16
+    public var basePath: String
+    public var connectTimeoutMillis: Int = 2_000
+    public var responseTimeoutMillis: Int = 30_000
+    public var maxIdleConnections: Int = 64
+    /// True for an `https://` URL (port default 443). Recorded only: TLS to upstreams is not implemented yet,
+    /// and the proxy refuses such an upstream at start-up.
+    public var tls: Bool = false
+    public init(name: String, host: String, port: UInt16, basePath: String = "") {
+        self.name = name; self.host = host; self.port = port; self.basePath = basePath
+    }
+}
+
+public enum AppAttestEnvironment: String, Sendable, Equatable { case production, development, any }
+public enum AppAttestBinding: String, Sendable, Equatable { case request, challenge }
+public enum DeviceCheckEnvironment: String, Sendable, Equatable { case production, development }
+
+public struct AppCheckVerifierConfig: Sendable, Equatable {
+    public var projectNumber: String
+    public var projectID: String?
+    public var appIDs: [String]?
+    /// Exactly one of jwksURL / jwksFile is set (jwksURL defaults to Google's).
+    public var jwksURL: String?
+    public var jwksFile: String?
+    public var jwksMaxAgeMillis: Int = 6 * 3_600_000
+    public var clockSkewMillis: Int = 60_000
+    public var header: String = "X-Firebase-AppCheck"
+    public init(projectNumber: String) { self.projectNumber = projectNumber }
+}
+
+public struct AppAttestExtensionsPolicy: Sendable, Equatable {
+    public var allowedValidationCategories: [Int]?
+    public var minBundleVersion: String?
+    public init() {}
+}
+
+public struct FraudMetricConfig: Sendable, Equatable {
+    public var keyID: String
+    public var privateKey: String
+    public var baseURL: String?
+    public var caFile: String?
+    public var refreshIntervalMillis: Int = 24 * 3_600_000
+    public var timeoutMillis: Int = 10_000
+    public init(keyID: String, privateKey: String) { self.keyID = keyID; self.privateKey = privateKey }
+}
+
+public struct AppAttestVerifierConfig: Sendable, Equatable {
+    public var teamID: String
+    public var bundleIDs: [String]
+    public var environment: AppAttestEnvironment = .production
+    /// "builtin" or a PEM path.
+    public var rootCA: String = "builtin"
+    public var binding: AppAttestBinding = .request
+    public var maxSkewMillis: Int = 300_000
+    public var challengeTTLMillis: Int = 300_000
+    public var registrationPath: String = "/.attest/ios"
+    public var extensions: AppAttestExtensionsPolicy?
+    public var receiptRootCA: String = "builtin"
+    public var fraudMetric: FraudMetricConfig?
+    public init(teamID: String, bundleIDs: [String]) { self.teamID = teamID; self.bundleIDs = bundleIDs }
+}
+
+public struct SubjectBindingConfig: Sendable, Equatable {
+    public var header: String
+    public init(header: String) { self.header = header }
+}
+
+public struct DeviceCheckVerifierConfig: Sendable, Equatable {
+    public var teamID: String
+    public var keyID: String
+    public var privateKey: String
+    public var environment: DeviceCheckEnvironment = .production
+    public var baseURL: String?
+    public var caFile: String?
+    public var timeoutMillis: Int = 3_000
+    public var header: String = "X-Apple-DeviceCheck"
+    public var subjectBinding: SubjectBindingConfig?
+    public init(teamID: String, keyID: String, privateKey: String) {
+        self.teamID = teamID; self.keyID = keyID; self.privateKey = privateKey
+    }
+}
+
+public enum VerifierKind: Sendable, Equatable {
+    case appCheck(AppCheckVerifierConfig)
+    case appAttest(AppAttestVerifierConfig)
+    case deviceCheck(DeviceCheckVerifierConfig)
+}
+
+public struct VerifierConfig: Sendable, Equatable {
+    public var name: String
+    public var kind: VerifierKind
+    public init(name: String, kind: VerifierKind) { self.name = name; self.kind = kind }
+}
+
+public enum RouteMode: String, Sendable, Equatable { case enforce, monitor }
+
+public enum PathMatch: Sendable, Equatable {
+    case exact(String)
+    case prefix(String)
+}
+
+public struct RouteMatchConfig: Sendable, Equatable {
+    public var path: PathMatch
+    /// Upper-case method names; nil = any method.
+    public var methods: [String]?
+    /// Lower-cased host without port; nil = any host.
+    public var host: String?
+    public init(path: PathMatch, methods: [String]? = nil, host: String? = nil) {
+        self.path = path; self.methods = methods; self.host = host
+    }
+}
+
+public struct RouteConfig: Sendable, Equatable {
+    public var name: String
+    public var match: RouteMatchConfig
+    public var upstream: String
+    public var verify: [String] = []
+    public var requireAll: Bool = false
+    public var limitedUse: Bool = false
+    public var maxRiskMetric: Int?
+    public var mode: RouteMode = .enforce
+    public var stripTokenHeaders: Bool = true
+    /// nil = the global limits.maxBodyBytes.
+    public var maxBodyBytes: Int?
+    public init(name: String, match: RouteMatchConfig, upstream: String) {
+        self.name = name; self.match = match; self.upstream = upstream
+    }
+}

@@ -1,0 +1,321 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import GatewayCore
+import GatewayPosix
+import HTTP1
+
+extension DownstreamConnection {
+    // MARK: parsing requests
+
+    /// Feeds buffered input to the parser until it needs more, an exchange waits on the upstream, or the
+    /// connection is closing.
+    func process() {
+        while !closed {
+            switch phase {
+            case .awaitingHead:
+                if inBuf.isEmpty { return }
+                if !exchange.sawRequestBytes {
+                    exchange.sawRequestBytes = true
+                    setDeadline(worker.loop.now + worker.headerTimeout)
+                }
+                switch parser.next(inBuf.readable) {
+                case .needMore(let consumed):
+                    inBuf.consume(consumed)
+                    return
+                case .head(let head, let consumed):
+                    inBuf.consume(consumed)
+                    exchange.bytesIn = consumed
+                    beginRequest(head)
+                case .error(let error):
+                    respondLocal(.parseError(status: error.status, code: error.code.rawValue), close: true)
+                    return
+                case .end(let consumed):
+                    inBuf.consume(consumed)   // defensive: a body-less request's end is taken in beginRequest
+                case .body:
+                    return
+                }
+            case .forwarding:
+                if exchange.requestDone || readPaused { return }
+                switch parser.next(inBuf.readable) {
+                case .needMore(let consumed):
+                    inBuf.consume(consumed)
+                    exchange.bytesIn += consumed
+                    exchange.upstream?.flush()
+                    return
+                case .body(let range, let consumed):
+                    forwardBody(UnsafeRawBufferPointer(rebasing: inBuf.readable[range]))
+                    inBuf.consume(consumed)
+                    exchange.bytesIn += consumed
+                case .end(let consumed):
+                    inBuf.consume(consumed)
+                    exchange.bytesIn += consumed
+                    exchange.requestDone = true
+                    if let up = exchange.upstream {
+                        if exchange.requestChunked { up.outBuf.append("0\r\n\r\n" as StaticString) }
+                        up.flush()
+                    }
+                    if outBuf.isEmpty { deadline = 0 }
+                    return
+                case .error(let error):
+                    if exchange.responseStarted {
+                        close()
+                    } else {
+                        abortUpstream()
+                        respondLocal(.parseError(status: error.status, code: error.code.rawValue), close: true)
+                    }
+                    return
+                case .head:
+                    return
+                }
+            case .closing, .lingering:
+                return
+            }
+        }
+    }
+
+    /// Routes a new request and starts forwarding it, or answers it locally.
+    private func beginRequest(_ head: HTTP1RequestHead) {
+        exchange.startMicros = MonotonicClock.nowMicros()
+        exchange.head = head
+        exchange.outMark = totalWritten + outBuf.readableBytes
+        let hasBody = head.framing != .none
+        let routes = worker.runtime.routes
+        let routeIndex: Int? = head.bytes.withUnsafeBytes { raw in
+            routes.match(method: UnsafeRawBufferPointer(rebasing: raw[head.method]),
+                         host: head.host.map { UnsafeRawBufferPointer(rebasing: raw[$0]) },
+                         path: HeaderFilter.path(of: UnsafeRawBufferPointer(rebasing: raw[head.target])))
+        }
+        phase = .forwarding
+        if !hasBody {
+            // A body-less request is complete with its head: take the parser's end event now.
+            if case .end = parser.next(UnsafeRawBufferPointer(start: nil, count: 0)) {}
+            exchange.requestDone = true
+        }
+        guard let routeIndex else {
+            respondLocal(.notFound(), close: hasBody || !head.keepAlive)
+            return
+        }
+        exchange.routeIndex = routeIndex
+        let route = routes.routes[routeIndex]
+        if route.requiresVerification {
+            // Verifiers arrive with their own issues; until then such routes refuse rather than forward unverified.
+            respondLocal(.verifierUnavailable(), close: hasBody || !head.keepAlive)
+            return
+        }
+        exchange.bodyLimit = route.maxBodyBytes
+        if case .contentLength(let n) = head.framing, n > route.maxBodyBytes {
+            respondLocal(.payloadTooLarge(), close: true)
+            return
+        }
+        let pool = worker.pools[route.upstreamIndex]
+        guard let up = pool.acquire(for: self, isHEAD: head.methodIs("HEAD")) else {
+            respondLocal(UpstreamFailure.connectFailed.response, close: hasBody || !head.keepAlive)
+            return
+        }
+        exchange.upstream = up
+        exchange.requestChunked = head.framing == .chunked
+        HeaderFilter.appendUpstreamRequestHead(head, basePath: pool.target.basePath, clientAddress: clientAddress,
+                                               to: up.outBuf)
+        if hasBody {
+            if head.expectsContinue && head.version == .http11 {
+                // We answer 100-continue ourselves (Expect is not forwarded): the route accepted the request.
+                outBuf.append("HTTP/1.1 100 Continue\r\n\r\n" as StaticString)
+                exchange.outMark = totalWritten + outBuf.readableBytes
+                flushOut()
+            }
+            setDeadline(worker.loop.now + worker.idleTimeout)
+        } else {
+            deadline = 0
+        }
+        // The head goes out with the first body bytes (or alone) when processing of this read ends.
+        if !hasBody { up.flush() }
+    }
+
+    /// Sends request-body bytes on, re-framed as a chunk when the request was chunked.
+    private func forwardBody(_ bytes: UnsafeRawBufferPointer) {
+        exchange.bodyBytes += bytes.count
+        if exchange.bodyBytes > exchange.bodyLimit {
+            if exchange.responseStarted {
+                close()
+            } else {
+                abortUpstream()
+                respondLocal(.payloadTooLarge(), close: true)
+            }
+            return
+        }
+        guard let up = exchange.upstream else { return }
+        if exchange.requestChunked {
+            up.outBuf.appendHex(bytes.count)
+            up.outBuf.append("\r\n" as StaticString)
+            up.outBuf.append(bytes)
+            up.outBuf.append("\r\n" as StaticString)
+        } else {
+            up.outBuf.append(bytes)
+        }
+        if up.outBuf.readableBytes >= 64 * 1024 {
+            up.flush()
+            if up.outBuf.readableBytes >= worker.highWater { readPaused = true }
+        }
+    }
+
+    /// The upstream drained its write buffer below the high-water mark: read the client again.
+    func upstreamCanTakeMore() {
+        guard readPaused else { return }
+        readPaused = false
+        process()
+        if readable { readLoop() }
+    }
+
+    /// A pooled connection failed before sending a byte: move the request to a fresh connection.
+    func retryOnFreshConnection(from old: UpstreamConnection) {
+        guard let head = exchange.head else { return }
+        let pool = old.pool
+        guard let fresh = pool.connect(for: self, isHEAD: head.methodIs("HEAD")) else {
+            exchange.upstream = nil
+            upstreamFailed(.connectFailed)
+            return
+        }
+        fresh.outBuf.append(old.outBuf.readable)
+        old.outBuf.clear()
+        exchange.upstream = fresh
+        fresh.flush()
+    }
+
+    // MARK: the response
+
+    func upstreamResponseHead(_ response: HTTP1ResponseHead) {
+        guard let head = exchange.head else { return }
+        if response.status < 200 {
+            // 100 was answered by us already and 101 can't happen (Upgrade is not forwarded); other interim
+            // responses (103 Early Hints) reach HTTP/1.1 clients.
+            if response.status != 100 && response.status != 101 && head.version == .http11 {
+                HeaderFilter.appendClientResponseHead(response, keepFraming: true, chunked: false, connection: nil, to: outBuf)
+            }
+            return
+        }
+        exchange.status = response.status
+        exchange.upstreamStatus = response.status
+        exchange.responseStarted = true
+        let isHEAD = head.methodIs("HEAD")
+        switch response.framing {
+        case .none, .contentLength:
+            exchange.chunkToClient = false
+        case .chunked, .untilClose:
+            if head.version == .http11 {
+                exchange.chunkToClient = true
+            } else {
+                exchange.chunkToClient = false
+                exchange.closeAfter = true   // HTTP/1.0: the end of the body is the end of the connection
+            }
+        }
+        if !head.keepAlive || worker.draining { exchange.closeAfter = true }
+        let connection: StaticString? = exchange.closeAfter ? "close" : (head.version == .http10 ? "keep-alive" : nil)
+        HeaderFilter.appendClientResponseHead(response, keepFraming: isHEAD || response.status == 304,
+                                              chunked: exchange.chunkToClient, connection: connection, to: outBuf)
+    }
+
+    /// Relays response-body bytes; returns true when the upstream should pause (the client is slow).
+    func upstreamResponseBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        if exchange.chunkToClient {
+            outBuf.appendHex(bytes.count)
+            outBuf.append("\r\n" as StaticString)
+            outBuf.append(bytes)
+            outBuf.append("\r\n" as StaticString)
+        } else {
+            outBuf.append(bytes)
+        }
+        if outBuf.readableBytes >= 64 * 1024 {
+            flushOut()
+            if closed { return true }
+            return outBuf.readableBytes >= worker.highWater
+        }
+        return false
+    }
+
+    func upstreamResponseEnd(from up: UpstreamConnection, reusable: Bool) {
+        if exchange.chunkToClient { outBuf.append("0\r\n\r\n" as StaticString) }
+        exchange.upstream = nil
+        if !exchange.requestDone { exchange.closeAfter = true }   // the rest of the body is still on the wire
+        up.pool.release(up, reusable: reusable && exchange.requestDone)
+        finishExchange()
+        continueWithBufferedRequests()
+    }
+
+    /// After an exchange ended from the upstream's side: serve pipelined requests already buffered, then read on.
+    private func continueWithBufferedRequests() {
+        guard !closed, phase == .awaitingHead else { return }
+        process()
+        if readable && !closed { readLoop() }
+    }
+
+    func upstreamFailed(_ failure: UpstreamFailure) {
+        exchange.upstream = nil
+        if exchange.responseStarted {
+            // Part of the response is out: the only honest signal left is to cut the connection.
+            close()
+            return
+        }
+        respondLocal(failure.response, close: !exchange.requestDone || exchange.closeAfter)
+        continueWithBufferedRequests()
+    }
+
+    // MARK: finishing
+
+    /// Writes a gateway-made response and finishes the exchange.
+    func respondLocal(_ response: LocalResponse, close closeConnection: Bool) {
+        if exchange.head == nil { exchange.startMicros = MonotonicClock.nowMicros() }
+        exchange.outMark = totalWritten + outBuf.readableBytes
+        let isHTTP10 = exchange.head?.version == .http10
+        let close = closeConnection || exchange.closeAfter || (exchange.head.map { !$0.keepAlive } ?? true) || worker.draining
+        exchange.closeAfter = close
+        exchange.status = response.status
+        response.append(to: outBuf, close: close, keepAlive10: isHTTP10 && !close)
+        finishExchange()
+    }
+
+    /// Logs the exchange, then closes or gets ready for the next request (which may already be buffered).
+    private func finishExchange() {
+        logExchange(status: exchange.status)
+        if exchange.closeAfter || worker.draining {
+            phase = .closing
+            flushOut()
+            if !closed { setDeadline(worker.loop.now + worker.idleTimeout) }
+            return
+        }
+        flushOut()
+        if closed { return }
+        exchange = Exchange()
+        phase = .awaitingHead
+        if inBuf.isEmpty {
+            setDeadline(worker.loop.now + worker.idleTimeout)
+        } else {
+            exchange.sawRequestBytes = true
+            setDeadline(worker.loop.now + worker.headerTimeout)
+        }
+    }
+
+    func logExchange(status: Int) {
+        exchange.logged = true
+        let log = worker.accessLog
+        guard log.enabled else { return }
+        let routeName: [UInt8] = exchange.routeIndex >= 0 ? worker.runtime.routes.routes[exchange.routeIndex].jsonName : Array("null".utf8)
+        let bytesOut = totalWritten + outBuf.readableBytes - exchange.outMark
+        let verdict: StaticString = "none"
+        if let head = exchange.head {
+            head.bytes.withUnsafeBytes { raw in
+                log.record(time: exchange.startMicros, route: routeName,
+                           method: UnsafeRawBufferPointer(rebasing: raw[head.method]),
+                           path: HeaderFilter.path(of: UnsafeRawBufferPointer(rebasing: raw[head.target])),
+                           status: status, upstreamStatus: exchange.upstreamStatus, bytesIn: exchange.bytesIn,
+                           bytesOut: bytesOut, verdict: verdict)
+            }
+        } else {
+            let dash: StaticString = "-"
+            log.record(time: exchange.startMicros, route: routeName,
+                       method: UnsafeRawBufferPointer(start: dash.utf8Start, count: 1),
+                       path: UnsafeRawBufferPointer(start: dash.utf8Start, count: 1),
+                       status: status, upstreamStatus: 0, bytesIn: exchange.bytesIn, bytesOut: bytesOut, verdict: verdict)
+        }
+    }
+}

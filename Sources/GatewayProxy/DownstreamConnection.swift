@@ -1,0 +1,251 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import GatewayCore
+import GatewayPosix
+import HTTP1
+
+/// One client connection: reads requests, drives one exchange at a time through routing and the upstream, and
+/// writes responses in request order (pipelined requests wait in the input buffer). Loop-confined.
+final class DownstreamConnection: LoopHandler {
+    enum Phase {
+        /// Waiting for (the rest of) a request head.
+        case awaitingHead
+        /// A request is being forwarded and its response relayed.
+        case forwarding
+        /// Flushing a final response, then closing.
+        case closing
+        /// Write side shut; discarding what the client still sends so our response is not lost to a reset.
+        case lingering
+    }
+
+    let fd: Int32
+    unowned let worker: ProxyWorker
+    let clientAddress: [UInt8]
+    let inBuf = ByteBuffer(capacity: 16 * 1024)
+    let outBuf = ByteBuffer(capacity: 16 * 1024)
+    var parser: HTTP1RequestParser
+    var phase = Phase.awaitingHead
+    var deadline: UInt64 = 0
+    var readable = true
+    var writable = true
+    var closed = false
+    /// Reading is paused because the upstream's write buffer is full (backpressure).
+    var readPaused = false
+    /// Bytes written to the socket over the connection's life (for bytes_out).
+    var totalWritten = 0
+    var lingerUntil: UInt64 = 0
+
+    // The current exchange.
+    var exchange = Exchange()
+
+    init(fd: Int32, worker: ProxyWorker, clientAddress: [UInt8]) {
+        self.fd = fd
+        self.worker = worker
+        self.clientAddress = clientAddress
+        self.parser = HTTP1RequestParser(limits: worker.runtime.requestLimits)
+    }
+
+    func start() {
+        // header_timeout runs from accept: a client that connects must send its head promptly.
+        setDeadline(worker.loop.now + worker.headerTimeout)
+        readLoop()
+    }
+
+    @inline(__always) func setDeadline(_ d: UInt64) {
+        deadline = d
+        worker.loop.scheduleSweep(by: d)
+    }
+
+    // MARK: events
+
+    func onEvents(_ events: UInt32) {
+        if closed { return }
+        if events & IOEvents.error != 0 { close(); return }
+        if events & IOEvents.writable != 0 {
+            writable = true
+            if !outBuf.isEmpty { flushOut() }
+            if closed { return }
+        }
+        if events & (IOEvents.readable | IOEvents.readHangup | IOEvents.hangup) != 0 {
+            readable = true
+            readLoop()
+        }
+    }
+
+    func onTimeout(now: UInt64) {
+        if closed { return }
+        switch phase {
+        case .awaitingHead:
+            if exchange.sawRequestBytes {
+                respondLocal(.requestTimeout(), close: true)
+            } else {
+                close()   // idle keep-alive (or a silent new connection): nothing to answer
+            }
+        case .forwarding:
+            if !exchange.requestDone {
+                // The client stopped sending its body.
+                if exchange.responseStarted {
+                    close()
+                } else {
+                    abortUpstream()
+                    respondLocal(.bodyTimeout(), close: true)
+                }
+            } else if !outBuf.isEmpty {
+                close()   // the client stopped reading the response
+            } else {
+                deadline = 0   // waiting on the upstream, which has its own timeout
+            }
+        case .closing, .lingering:
+            close()
+        }
+    }
+
+    // MARK: reading
+
+    /// Whether the connection wants more bytes from the client now.
+    @inline(__always) private var wantsRead: Bool {
+        switch phase {
+        case .awaitingHead, .lingering: return true
+        case .forwarding: return !exchange.requestDone && !readPaused
+        case .closing: return false
+        }
+    }
+
+    func readLoop() {
+        while readable && !closed && wantsRead {
+            if phase == .lingering {
+                linger()
+                return
+            }
+            inBuf.reserve(4096)
+            let space = inBuf.writableBytes
+            let n = read(fd, inBuf.writablePointer, space)
+            if n > 0 {
+                inBuf.didWrite(n)
+                if n < space { readable = false }
+                if phase == .forwarding { setDeadline(worker.loop.now + worker.idleTimeout) }
+                process()
+            } else if n == 0 {
+                readable = false
+                peerClosed()
+                return
+            } else if errno == EINTR {
+                continue
+            } else if errno == EAGAIN || errno == EWOULDBLOCK {
+                readable = false
+            } else {
+                close()
+                return
+            }
+        }
+    }
+
+    /// Discards input after our final response until the client closes or goes quiet.
+    private func linger() {
+        var scratch = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        while true {
+            let n = withUnsafeMutableBytes(of: &scratch) { read(fd, $0.baseAddress, $0.count) }
+            if n > 0 { continue }
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+                readable = false
+                if worker.loop.now >= lingerUntil { close() }
+                return
+            }
+            close()
+            return
+        }
+    }
+
+    /// The client closed its sending side.
+    private func peerClosed() {
+        switch phase {
+        case .awaitingHead:
+            close()
+        case .forwarding:
+            if exchange.requestDone {
+                exchange.closeAfter = true   // answer, then close
+            } else {
+                exchange.status = exchange.status == 0 ? 499 : exchange.status
+                close()
+            }
+        case .closing, .lingering:
+            close()
+        }
+    }
+
+    // MARK: writing
+
+    /// Writes buffered output. A short write means the socket buffer is full: wait for EPOLLOUT (edge-triggered).
+    func flushOut() {
+        while !outBuf.isEmpty && writable {
+            let pending = outBuf.readable
+            let n = write(fd, pending.baseAddress, pending.count)
+            if n > 0 {
+                outBuf.consume(n)
+                totalWritten += n
+                if n < pending.count { writable = false }
+                continue
+            }
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { writable = false; break }
+            close()
+            return
+        }
+        if outBuf.isEmpty {
+            if phase == .closing {
+                startLingering()
+                return
+            }
+            if let up = exchange.upstream { up.resumeReading() }
+        } else if phase == .forwarding {
+            setDeadline(worker.loop.now + worker.idleTimeout)
+        }
+    }
+
+    private func startLingering() {
+        if inBuf.isEmpty && !readable && exchange.requestDone {
+            close()
+            return
+        }
+        shutdown(fd, Int32(SHUT_WR))
+        phase = .lingering
+        lingerUntil = worker.loop.now + worker.lingerMillis
+        setDeadline(lingerUntil)
+        inBuf.clear()
+        readable = true
+        readLoop()
+    }
+
+    // MARK: teardown
+
+    /// SIGTERM: an idle connection closes now; a busy one after its response.
+    func drain() {
+        if phase == .awaitingHead && !exchange.sawRequestBytes {
+            close()
+        } else {
+            exchange.closeAfter = true
+        }
+    }
+
+    func close() {
+        guard !closed else { return }
+        closed = true
+        if phase == .forwarding && !exchange.logged {
+            logExchange(status: exchange.status == 0 ? 499 : exchange.status)
+        }
+        abortUpstream()
+        worker.loop.deregister(fd: fd)
+        Glibc.close(fd)
+        worker.connectionClosed(self)
+    }
+
+    func abortUpstream() {
+        if let up = exchange.upstream {
+            exchange.upstream = nil
+            up.pool.remove(up)
+            up.close()
+        }
+    }
+}

@@ -1,0 +1,27 @@
+import HTTP1
+
+/// The state of the request a client connection is serving now (one at a time; pipelined ones wait).
+struct Exchange {
+    var head: HTTP1RequestHead? = nil
+    var routeIndex = -1
+    var upstream: UpstreamConnection? = nil
+    /// The upstream request body is re-framed as chunks.
+    var requestChunked = false
+    /// The whole request body has been read from the client.
+    var requestDone = false
+    var bodyBytes = 0
+    var bodyLimit = Int.max
+    var responseStarted = false
+    /// The response body is re-framed as chunks for the client.
+    var chunkToClient = false
+    /// The connection closes after this response.
+    var closeAfter = false
+    var sawRequestBytes = false
+    var logged = false
+    var startMicros: UInt64 = 0
+    var status = 0
+    var upstreamStatus = 0
+    var bytesIn = 0
+    /// `totalWritten + outBuf.readableBytes` when the response started.
+    var outMark = 0
+}

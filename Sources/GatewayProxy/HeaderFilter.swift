@@ -1,0 +1,200 @@
+import GatewayCore
+import HTTP1
+
+/// What the proxy does with a header field by name, decided once per field on the request path.
+enum FieldClass {
+    case forward
+    /// Hop-by-hop (RFC 9110 7.6.1) or re-framed by the gateway: never forwarded.
+    case drop
+    /// Client-sent X-Attest-*: dropped so the upstream can trust the ones the gateway sets.
+    case attest
+    case xForwardedFor
+    case connection
+}
+
+/// Builds the heads the gateway sends: the request to the upstream and the response to the client.
+enum HeaderFilter {
+    /// Classifies a field name (any case) without allocating.
+    @inline(__always)
+    static func classify(_ bytes: UnsafeRawBufferPointer) -> FieldClass {
+        let n = bytes.count
+        guard n >= 2 else { return .forward }
+        let first = Bytes.lower(bytes[0])
+        switch first {
+        case UInt8(ascii: "c"):
+            if n == 10 && eq(bytes, "connection") { return .connection }
+        case UInt8(ascii: "k"):
+            if n == 10 && eq(bytes, "keep-alive") { return .drop }
+        case UInt8(ascii: "t"):
+            if n == 2 && eq(bytes, "te") { return .drop }
+            if n == 7 && eq(bytes, "trailer") { return .drop }
+            if n == 17 && eq(bytes, "transfer-encoding") { return .drop }
+        case UInt8(ascii: "u"):
+            if n == 7 && eq(bytes, "upgrade") { return .drop }
+        case UInt8(ascii: "p"):
+            if n >= 6 && eqPrefix(bytes, "proxy-") { return .drop }
+        case UInt8(ascii: "e"):
+            if n == 6 && eq(bytes, "expect") { return .drop }
+        case UInt8(ascii: "x"):
+            if n >= 9 && eqPrefix(bytes, "x-attest-") { return .attest }
+            if n == 15 && eq(bytes, "x-forwarded-for") { return .xForwardedFor }
+            if n == 17 && eq(bytes, "x-forwarded-proto") { return .drop }
+            if n == 16 && eq(bytes, "x-forwarded-host") { return .drop }
+        default:
+            break
+        }
+        return .forward
+    }
+
+    @inline(__always)
+    static func eq(_ a: UnsafeRawBufferPointer, _ lower: StaticString) -> Bool {
+        guard a.count == lower.utf8CodeUnitCount else { return false }
+        let p = lower.utf8Start
+        for i in 0..<a.count where Bytes.lower(a[i]) != p[i] { return false }
+        return true
+    }
+
+    @inline(__always)
+    static func eqPrefix(_ a: UnsafeRawBufferPointer, _ lower: StaticString) -> Bool {
+        guard a.count >= lower.utf8CodeUnitCount else { return false }
+        let p = lower.utf8Start
+        for i in 0..<lower.utf8CodeUnitCount where Bytes.lower(a[i]) != p[i] { return false }
+        return true
+    }
+
+    /// Whether `name` is one of the tokens the Connection field listed (they are hop-by-hop too).
+    static func isNamedByConnection(_ name: UnsafeRawBufferPointer, _ tokens: [String]) -> Bool {
+        for t in tokens {
+            var t = t
+            let match = t.withUTF8 { tb -> Bool in
+                guard tb.count == name.count else { return false }
+                for i in 0..<tb.count where Bytes.lower(name[i]) != tb[i] { return false }
+                return true
+            }
+            if match { return true }
+        }
+        return false
+    }
+
+    /// Appends the request head for the upstream: request line (origin-form, base path prefixed), the client's
+    /// fields minus hop-by-hop / X-Attest-* / Expect / X-Forwarded-Proto/-Host, then X-Forwarded-* and framing.
+    static func appendUpstreamRequestHead(_ head: HTTP1RequestHead, basePath: [UInt8], clientAddress: [UInt8],
+                                          to out: ByteBuffer) {
+        head.bytes.withUnsafeBytes { raw in
+            let target = originForm(UnsafeRawBufferPointer(rebasing: raw[head.target]))
+            out.append(UnsafeRawBufferPointer(rebasing: raw[head.method]))
+            out.append(byte: UInt8(ascii: " "))
+            if !basePath.isEmpty { out.append(basePath) }
+            out.append(target)
+            out.append(" HTTP/1.1\r\n" as StaticString)
+
+            var connectionTokens: [String]? = nil
+            var forwardedFor: Range<Int>? = nil
+            for field in head.fields {
+                let name = UnsafeRawBufferPointer(rebasing: raw[field.name])
+                switch classify(name) {
+                case .forward:
+                    if connectionTokens == nil { connectionTokens = head.connectionTokens() }
+                    if let tokens = connectionTokens, !tokens.isEmpty, isNamedByConnection(name, tokens) { continue }
+                    out.append(name)
+                    out.append(": " as StaticString)
+                    out.append(UnsafeRawBufferPointer(rebasing: raw[field.value]))
+                    out.append("\r\n" as StaticString)
+                case .xForwardedFor:
+                    forwardedFor = field.value
+                case .drop, .attest, .connection:
+                    continue
+                }
+            }
+            out.append("X-Forwarded-For: " as StaticString)
+            if let ff = forwardedFor, !ff.isEmpty {
+                out.append(UnsafeRawBufferPointer(rebasing: raw[ff]))
+                out.append(", " as StaticString)
+            }
+            out.append(clientAddress)
+            out.append("\r\nX-Forwarded-Proto: http\r\n" as StaticString)
+            if let host = head.host {
+                out.append("X-Forwarded-Host: " as StaticString)
+                out.append(UnsafeRawBufferPointer(rebasing: raw[host]))
+                out.append("\r\n" as StaticString)
+            }
+            if case .chunked = head.framing {
+                out.append("Transfer-Encoding: chunked\r\n" as StaticString)
+            }
+            out.append("\r\n" as StaticString)
+        }
+    }
+
+    /// The request-target in origin form: absolute-form (`http://host/p?q`) becomes `/p?q`.
+    static func originForm(_ target: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+        guard target.count > 0, target[0] != UInt8(ascii: "/") else { return target }
+        // absolute-form: scheme "://" authority path-abempty [ "?" query ]
+        var i = 0
+        while i + 2 < target.count {
+            if target[i] == UInt8(ascii: ":") && target[i + 1] == UInt8(ascii: "/") && target[i + 2] == UInt8(ascii: "/") {
+                var j = i + 3
+                while j < target.count && target[j] != UInt8(ascii: "/") && target[j] != UInt8(ascii: "?") { j += 1 }
+                if j == target.count {
+                    let slash: StaticString = "/"   // static storage: valid for the program's lifetime
+                    return UnsafeRawBufferPointer(start: slash.utf8Start, count: 1)
+                }
+                return UnsafeRawBufferPointer(rebasing: target[j...])
+            }
+            i += 1
+        }
+        return target
+    }
+
+    /// The path of a request-target without its query, for routing and the access log.
+    static func path(of target: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+        let t = originForm(target)
+        guard let base = t.baseAddress, t.count > 0 else { return t }
+        if let q = memchr(base, Int32(UInt8(ascii: "?")), t.count) {
+            return UnsafeRawBufferPointer(start: base, count: base.distance(to: UnsafeRawPointer(q)))
+        }
+        return t
+    }
+
+    /// Appends the response head for the client. `chunked` re-frames the body; `connection` is the Connection
+    /// field to add (nil for none).
+    static func appendClientResponseHead(_ head: HTTP1ResponseHead, keepFraming: Bool, chunked: Bool,
+                                         connection: StaticString?, to out: ByteBuffer) {
+        head.bytes.withUnsafeBytes { raw in
+            out.append("HTTP/1.1 " as StaticString)
+            out.appendDecimal(head.status)
+            out.append(byte: UInt8(ascii: " "))
+            out.append(UnsafeRawBufferPointer(rebasing: raw[head.reason]))
+            out.append("\r\n" as StaticString)
+            var connectionTokens: [String]? = nil
+            for field in head.fields {
+                let name = UnsafeRawBufferPointer(rebasing: raw[field.name])
+                switch classify(name) {
+                case .forward, .attest, .xForwardedFor:
+                    if connectionTokens == nil { connectionTokens = head.connectionTokens() }
+                    if let tokens = connectionTokens, !tokens.isEmpty, isNamedByConnection(name, tokens) { continue }
+                case .drop:
+                    // A HEAD/304 response's Transfer-Encoding describes the body it would have had: keep it.
+                    if keepFraming && name.count == 17 && eq(name, "transfer-encoding") { break }
+                    continue
+                case .connection:
+                    continue
+                }
+                out.append(name)
+                out.append(": " as StaticString)
+                out.append(UnsafeRawBufferPointer(rebasing: raw[field.value]))
+                out.append("\r\n" as StaticString)
+            }
+            if chunked { out.append("Transfer-Encoding: chunked\r\n" as StaticString) }
+            if let connection {
+                out.append("Connection: " as StaticString)
+                out.append(connection)
+                out.append("\r\n" as StaticString)
+            }
+            out.append("\r\n" as StaticString)
+        }
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif

@@ -1,0 +1,66 @@
+import GatewayCore
+
+/// A response the gateway writes itself (routing misses, parse errors, upstream failures) — always JSON
+/// `{"error":…,"reason":…}` so clients and logs see one shape.
+struct LocalResponse {
+    let status: Int
+    let reasonPhrase: StaticString
+    let error: StaticString
+    let reason: String?
+
+    static func notFound() -> LocalResponse { .init(status: 404, reasonPhrase: "Not Found", error: "not_found", reason: nil) }
+    static func verifierUnavailable() -> LocalResponse {
+        .init(status: 501, reasonPhrase: "Not Implemented", error: "not_implemented", reason: "verifier_not_available")
+    }
+    static func badGateway(_ reason: String) -> LocalResponse {
+        .init(status: 502, reasonPhrase: "Bad Gateway", error: "bad_gateway", reason: reason)
+    }
+    static func gatewayTimeout() -> LocalResponse {
+        .init(status: 504, reasonPhrase: "Gateway Timeout", error: "gateway_timeout", reason: "upstream_timeout")
+    }
+    static func requestTimeout() -> LocalResponse {
+        .init(status: 408, reasonPhrase: "Request Timeout", error: "request_timeout", reason: "header_timeout")
+    }
+    static func bodyTimeout() -> LocalResponse {
+        .init(status: 408, reasonPhrase: "Request Timeout", error: "request_timeout", reason: "body_timeout")
+    }
+    static func payloadTooLarge() -> LocalResponse {
+        .init(status: 413, reasonPhrase: "Content Too Large", error: "payload_too_large", reason: "body_too_large")
+    }
+    static func unavailable() -> LocalResponse {
+        .init(status: 503, reasonPhrase: "Service Unavailable", error: "unavailable", reason: "shutting_down")
+    }
+
+    /// A parser rejection: the status the parser chose and its reason code.
+    static func parseError(status: Int, code: String) -> LocalResponse {
+        let (phrase, error): (StaticString, StaticString) = switch status {
+        case 414: ("URI Too Long", "uri_too_long")
+        case 431: ("Request Header Fields Too Large", "header_too_large")
+        case 413: ("Content Too Large", "payload_too_large")
+        case 501: ("Not Implemented", "not_implemented")
+        case 505: ("HTTP Version Not Supported", "http_version_not_supported")
+        default: ("Bad Request", "bad_request")
+        }
+        return .init(status: status, reasonPhrase: phrase, error: error, reason: code)
+    }
+
+    /// Appends the whole response; `close` adds `Connection: close`.
+    func append(to out: ByteBuffer, close: Bool, keepAlive10: Bool = false) {
+        var body = "{\"error\":\"\(error)\""
+        if let reason { body += ",\"reason\":\"\(reason)\"" }
+        body += "}"
+        out.append("HTTP/1.1 " as StaticString)
+        out.appendDecimal(status)
+        out.append(byte: UInt8(ascii: " "))
+        out.append(reasonPhrase)
+        out.append("\r\nContent-Type: application/json\r\nContent-Length: " as StaticString)
+        out.appendDecimal(body.utf8.count)
+        if close {
+            out.append("\r\nConnection: close" as StaticString)
+        } else if keepAlive10 {
+            out.append("\r\nConnection: keep-alive" as StaticString)
+        }
+        out.append("\r\n\r\n" as StaticString)
+        out.append(body)
+    }
+}

@@ -1,0 +1,115 @@
+import GatewayConfig
+import Observability
+import GatewayCore
+
+/// One route, compiled for byte-level matching on the request path.
+public struct CompiledRoute: Sendable {
+    public let name: String
+    /// The route name as a JSON value for the access log (`"payments"`).
+    public let jsonName: [UInt8]
+    public let exactPath: [UInt8]?
+    public let pathPrefix: [UInt8]?
+    public let methods: [[UInt8]]?
+    /// Lower-case host without port.
+    public let host: [UInt8]?
+    public let upstreamIndex: Int
+    public let verifiers: [String]
+    public let maxBodyBytes: Int
+
+    /// Whether this route needs a verifier that has not been built yet (answers 501 until it lands).
+    public var requiresVerification: Bool { !verifiers.isEmpty }
+}
+
+/// Routes in file order; the first that matches host, method and path wins. Built once, read-only afterwards.
+public struct RouteTable: Sendable {
+    public let routes: [CompiledRoute]
+
+    public init(config: GatewayConfiguration) {
+        var compiled: [CompiledRoute] = []
+        for route in config.routes {
+            var exact: [UInt8]?
+            var prefix: [UInt8]?
+            switch route.match.path {
+            case .exact(let p): exact = Array(p.utf8)
+            case .prefix(let p): prefix = Array(p.utf8)
+            }
+            compiled.append(CompiledRoute(
+                name: route.name,
+                jsonName: Array(JSONText.quoted(route.name).utf8),
+                exactPath: exact,
+                pathPrefix: prefix,
+                methods: route.match.methods?.map { Array($0.utf8) },
+                host: route.match.host.map { Array($0.lowercased().utf8) },
+                upstreamIndex: config.upstreams.firstIndex { $0.name == route.upstream } ?? 0,
+                verifiers: route.verify,
+                maxBodyBytes: route.maxBodyBytes ?? config.limits.maxBodyBytes))
+        }
+        routes = compiled
+    }
+
+    /// The index of the first route matching, or nil. `host` is the Host field value (any case, may carry a port).
+    public func match(method: UnsafeRawBufferPointer, host: UnsafeRawBufferPointer?, path: UnsafeRawBufferPointer) -> Int? {
+        var i = 0
+        while i < routes.count {
+            let r = routes[i]
+            if matches(r, method: method, host: host, path: path) { return i }
+            i += 1
+        }
+        return nil
+    }
+
+    @inline(__always)
+    private func matches(_ r: CompiledRoute, method: UnsafeRawBufferPointer, host: UnsafeRawBufferPointer?,
+                         path: UnsafeRawBufferPointer) -> Bool {
+        if let exact = r.exactPath {
+            guard Bytes.equal(path, exact) else { return false }
+        } else if let prefix = r.pathPrefix {
+            guard Bytes.hasPrefix(path, prefix) else { return false }
+        }
+        if let methods = r.methods {
+            var found = false
+            for m in methods where Bytes.equal(method, m) { found = true; break }
+            guard found else { return false }
+        }
+        if let wanted = r.host {
+            guard let host else { return false }
+            guard Bytes.hostEquals(host, wanted) else { return false }
+        }
+        return true
+    }
+}
+
+/// Byte comparisons for the request path (no String).
+enum Bytes {
+    @inline(__always) static func equal(_ a: UnsafeRawBufferPointer, _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        return b.withUnsafeBytes { bb in a.count == 0 || memcmp(a.baseAddress!, bb.baseAddress!, a.count) == 0 }
+    }
+
+    @inline(__always) static func hasPrefix(_ a: UnsafeRawBufferPointer, _ p: [UInt8]) -> Bool {
+        guard a.count >= p.count else { return false }
+        return p.withUnsafeBytes { pb in p.count == 0 || memcmp(a.baseAddress!, pb.baseAddress!, p.count) == 0 }
+    }
+
+    /// Case-insensitive comparison of a Host value (optionally with `:port`) to a lower-case host name.
+    static func hostEquals(_ host: UnsafeRawBufferPointer, _ wanted: [UInt8]) -> Bool {
+        var end = host.count
+        // Strip a port, but not inside an IPv6 literal ("[::1]:8080").
+        var i = host.count - 1
+        while i >= 0 {
+            let c = host[i]
+            if c == UInt8(ascii: ":") { end = i; break }
+            if c == UInt8(ascii: "]") || !(c >= 48 && c <= 57) { break }
+            i -= 1
+        }
+        guard end == wanted.count else { return false }
+        for k in 0..<end where lower(host[k]) != wanted[k] { return false }
+        return true
+    }
+
+    @inline(__always) static func lower(_ c: UInt8) -> UInt8 { (c >= 65 && c <= 90) ? c | 0x20 : c }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif

@@ -1,0 +1,258 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import GatewayCore
+import GatewayPosix
+import HTTP1
+
+/// Why an exchange with the upstream failed; the client gets 502 or 504 from this.
+enum UpstreamFailure {
+    case connectFailed
+    case connectTimeout
+    case responseTimeout
+    case invalidResponse
+    /// The upstream closed (or reset) before a complete response.
+    case closed
+
+    var response: LocalResponse {
+        switch self {
+        case .connectFailed: .badGateway("upstream_unreachable")
+        case .connectTimeout: .badGateway("upstream_connect_timeout")
+        case .responseTimeout: .gatewayTimeout()
+        case .invalidResponse: .badGateway("upstream_invalid_response")
+        case .closed: .badGateway("upstream_closed")
+        }
+    }
+}
+
+/// One TCP connection to an upstream: writes the request the client connection feeds it, parses the response
+/// and hands it back piece by piece. Idle in its pool between exchanges. Loop-confined.
+final class UpstreamConnection: LoopHandler {
+    let fd: Int32
+    unowned let pool: UpstreamPool
+    let inBuf = ByteBuffer(capacity: 16 * 1024)
+    let outBuf = ByteBuffer(capacity: 8 * 1024)
+    private var parser: HTTP1ResponseParser
+    private(set) var client: DownstreamConnection?
+    private var connecting: Bool
+    /// Taken from the pool (so it may have been closed by the upstream while idle).
+    private(set) var reused = false
+    private var readable = false
+    private var writable = false
+    private(set) var isClosed = false
+    /// Request bytes written in the current exchange (the retry rule needs "nothing sent yet").
+    private(set) var bytesSent = 0
+    /// The client's write buffer is full: stop reading until it drains.
+    private var readPaused = false
+    private var lastHeadWasInterim = false
+    private var lastHeadKeepAlive = false
+    var deadline: UInt64 = 0
+
+    init(fd: Int32, pool: UpstreamPool, connecting: Bool) {
+        self.fd = fd
+        self.pool = pool
+        self.connecting = connecting
+        self.writable = !connecting
+        self.parser = HTTP1ResponseParser(limits: pool.worker.runtime.responseLimits)
+    }
+
+    // MARK: exchange lifecycle
+
+    func attach(client: DownstreamConnection, isHEAD: Bool, reused: Bool) {
+        self.client = client
+        self.reused = reused
+        bytesSent = 0
+        readPaused = false
+        lastHeadWasInterim = false
+        parser.expectResponse(toHEAD: isHEAD)
+        let now = pool.worker.loop.now
+        setDeadline(now + (connecting ? pool.target.connectTimeoutMillis : pool.target.responseTimeoutMillis))
+    }
+
+    func detach() {
+        client = nil
+    }
+
+    func markIdle(until: UInt64) {
+        setDeadline(until)
+    }
+
+    @inline(__always) private func setDeadline(_ d: UInt64) {
+        deadline = d
+        pool.worker.loop.scheduleSweep(by: d)
+    }
+
+    // MARK: events
+
+    func onEvents(_ events: UInt32) {
+        if isClosed { return }
+        if connecting {
+            guard events & (IOEvents.writable | IOEvents.error | IOEvents.hangup) != 0 else { return }
+            if Socket.pendingError(fd) != 0 { fail(.connectFailed); return }
+            connecting = false
+            writable = true
+            setDeadline(pool.worker.loop.now + pool.target.responseTimeoutMillis)
+            flush()
+            if isClosed { return }
+        }
+        if client == nil {
+            // Idle in the pool: data or a hang-up means the upstream is done with this connection.
+            if events & (IOEvents.readable | IOEvents.readHangup | IOEvents.hangup | IOEvents.error) != 0 {
+                pool.remove(self)
+                close()
+            }
+            return
+        }
+        if events & IOEvents.writable != 0 {
+            writable = true
+            if !outBuf.isEmpty { flush() }
+        }
+        if events & (IOEvents.readable | IOEvents.readHangup | IOEvents.hangup | IOEvents.error) != 0 {
+            readable = true
+            readLoop()
+        }
+    }
+
+    func onTimeout(now: UInt64) {
+        guard !isClosed else { return }
+        if client == nil {
+            pool.remove(self)
+            close()
+        } else {
+            fail(connecting ? .connectTimeout : .responseTimeout)
+        }
+    }
+
+    // MARK: writing the request
+
+    /// Writes what `outBuf` holds. A reused connection that fails before its first byte is retried once on a
+    /// fresh connection (the only retry: after a byte has left, the upstream may have acted on it).
+    func flush() {
+        guard !connecting, !isClosed, writable else { return }
+        while !outBuf.isEmpty {
+            let pending = outBuf.readable
+            let n = write(fd, pending.baseAddress, pending.count)
+            if n > 0 {
+                outBuf.consume(n)
+                bytesSent += n
+                if n < pending.count { writable = false; break }
+                continue
+            }
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { writable = false; break }
+            if bytesSent == 0 && reused, let c = client {
+                client = nil
+                pool.remove(self)
+                c.retryOnFreshConnection(from: self)
+                close()
+            } else {
+                fail(.closed)
+            }
+            return
+        }
+        if client != nil {
+            // Progress while sending counts as activity: a slow client upload must not trip response_timeout.
+            setDeadline(pool.worker.loop.now + pool.target.responseTimeoutMillis)
+            if outBuf.readableBytes < pool.worker.highWater { client?.upstreamCanTakeMore() }
+        }
+    }
+
+    // MARK: reading the response
+
+    func pauseReading() { readPaused = true }
+
+    func resumeReading() {
+        guard readPaused else { return }
+        readPaused = false
+        process()
+        if readable && !readPaused { readLoop() }
+    }
+
+    private func readLoop() {
+        while readable && !readPaused && !isClosed && client != nil {
+            inBuf.reserve(16 * 1024)
+            let space = inBuf.writableBytes
+            let n = read(fd, inBuf.writablePointer, space)
+            if n > 0 {
+                inBuf.didWrite(n)
+                if n < space { readable = false }
+                setDeadline(pool.worker.loop.now + pool.target.responseTimeoutMillis)
+                process()
+            } else if n == 0 {
+                readable = false
+                onEOF()
+                return
+            } else if errno == EINTR {
+                continue
+            } else if errno == EAGAIN || errno == EWOULDBLOCK {
+                readable = false
+            } else {
+                fail(.closed)
+                return
+            }
+        }
+    }
+
+    private func process() {
+        while let c = client, !readPaused {
+            switch parser.next(inBuf.readable) {
+            case .needMore(let consumed):
+                inBuf.consume(consumed)
+                return
+            case .head(let head, let consumed):
+                inBuf.consume(consumed)
+                lastHeadWasInterim = head.status < 200
+                if !lastHeadWasInterim { lastHeadKeepAlive = head.keepAlive }
+                c.upstreamResponseHead(head)
+            case .body(let range, let consumed):
+                let wantsPause = c.upstreamResponseBody(UnsafeRawBufferPointer(rebasing: inBuf.readable[range]))
+                inBuf.consume(consumed)
+                if wantsPause { readPaused = true; return }
+            case .end(let consumed):
+                inBuf.consume(consumed)
+                if lastHeadWasInterim { lastHeadWasInterim = false; continue }
+                // Bytes after a complete response were never asked for: don't reuse such a connection.
+                let reusable = lastHeadKeepAlive && inBuf.isEmpty && outBuf.isEmpty
+                c.upstreamResponseEnd(from: self, reusable: reusable)
+                return
+            case .error:
+                fail(.invalidResponse)
+                return
+            }
+        }
+    }
+
+    private func onEOF() {
+        guard let c = client else { close(); return }
+        switch parser.finishOnEOF() {
+        case .end:
+            c.upstreamResponseEnd(from: self, reusable: false)
+        case .error:
+            fail(.invalidResponse)
+        default:
+            fail(.closed)
+        }
+        if !isClosed && client == nil { /* released by the client */ }
+    }
+
+    // MARK: teardown
+
+    /// Ends the exchange with a failure the client turns into 502/504 (or a truncated response).
+    private func fail(_ failure: UpstreamFailure) {
+        let c = client
+        client = nil
+        pool.remove(self)
+        close()
+        c?.upstreamFailed(failure)
+    }
+
+    /// Closes without telling the client (the client is the one giving up).
+    func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        client = nil
+        deadline = 0
+        pool.worker.loop.deregister(fd: fd)
+        Glibc.close(fd)
+    }
+}

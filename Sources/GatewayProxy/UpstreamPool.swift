@@ -1,0 +1,58 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import GatewayPosix
+
+/// Keep-alive connections to one upstream, owned by one loop.
+final class UpstreamPool {
+    let target: UpstreamTarget
+    unowned(unsafe) var worker: ProxyWorker! = nil
+    private var idle: [UpstreamConnection] = []
+
+    init(target: UpstreamTarget) { self.target = target }
+
+    /// A pooled connection if one is idle, else a new one (connecting). Nil when connecting failed at once.
+    func acquire(for client: DownstreamConnection, isHEAD: Bool) -> UpstreamConnection? {
+        while let c = idle.popLast() {
+            if c.isClosed { continue }
+            c.attach(client: client, isHEAD: isHEAD, reused: true)
+            return c
+        }
+        return connect(for: client, isHEAD: isHEAD)
+    }
+
+    /// Always a new connection (the retry path).
+    func connect(for client: DownstreamConnection, isHEAD: Bool) -> UpstreamConnection? {
+        let result: (fd: Int32, connected: Bool)
+        do { result = try Socket.connect(to: target.address) } catch { return nil }
+        let c = UpstreamConnection(fd: result.fd, pool: self, connecting: !result.connected)
+        do {
+            try worker.loop.register(fd: result.fd, events: IOEvents.all, handler: c)
+        } catch {
+            close(result.fd)
+            return nil
+        }
+        c.attach(client: client, isHEAD: isHEAD, reused: false)
+        return c
+    }
+
+    /// Returns a connection after its exchange: pooled when reusable and there is room, closed otherwise.
+    func release(_ c: UpstreamConnection, reusable: Bool) {
+        c.detach()
+        if reusable && !worker.draining && idle.count < target.maxIdleConnections {
+            c.markIdle(until: worker.loop.now + worker.runtime.upstreamIdleMillis)
+            idle.append(c)
+        } else {
+            c.close()
+        }
+    }
+
+    func remove(_ c: UpstreamConnection) {
+        if let i = idle.firstIndex(where: { $0 === c }) { idle.remove(at: i) }
+    }
+
+    func closeIdle() {
+        for c in idle { c.close() }
+        idle.removeAll()
+    }
+}

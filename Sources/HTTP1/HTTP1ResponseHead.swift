@@ -1,0 +1,47 @@
+/// A parsed response head. All ranges index `bytes`, the head exactly as received.
+public struct HTTP1ResponseHead: Sendable, Equatable {
+    /// The head exactly as received: status line through the empty line.
+    public var bytes: [UInt8]
+    /// The response's HTTP version.
+    public var version: HTTP1Version
+    /// The status code, 100...599.
+    public var status: Int
+    /// The reason phrase; may be empty.
+    public var reason: Range<Int>
+    /// The header fields in wire order.
+    public var fields: [HTTP1Field]
+    /// `.none` for 1xx/204/304 and responses to HEAD; then chunked, Content-Length, or `.untilClose`.
+    public var framing: HTTP1BodyFraming
+    /// False when framing is `.untilClose`, with Connection "close", for 1.0 without "keep-alive", and for 101.
+    public var keepAlive: Bool
+
+    /// Creates a head; normally only ``HTTP1ResponseParser`` does.
+    public init(
+        bytes: [UInt8], version: HTTP1Version, status: Int, reason: Range<Int>, fields: [HTTP1Field],
+        framing: HTTP1BodyFraming, keepAlive: Bool
+    ) {
+        self.bytes = bytes
+        self.version = version
+        self.status = status
+        self.reason = reason
+        self.fields = fields
+        self.framing = framing
+        self.keepAlive = keepAlive
+    }
+
+    /// Whether field `i`'s name equals `lowercasedName` ASCII-case-insensitively (`lowercasedName` must be lower-case).
+    public func fieldName(_ i: Int, equals lowercasedName: StaticString) -> Bool {
+        HTTP1HeadAccess.fieldName(bytes, fields, i, equals: lowercasedName)
+    }
+
+    /// The value of the first field named `lowercasedName` (case-insensitive), if any.
+    public func firstValue(named lowercasedName: StaticString) -> Range<Int>? {
+        HTTP1HeadAccess.firstValue(bytes, fields, named: lowercasedName)
+    }
+
+    /// `bytes[r]` decoded as UTF-8 (invalid sequences repaired) — for logs and tests, not the hot path.
+    public func string(_ r: Range<Int>) -> String { HTTP1HeadAccess.string(bytes, r) }
+
+    /// Field values of `Connection` split into tokens (lower-cased strings) — used to drop the headers it names.
+    public func connectionTokens() -> [String] { HTTP1HeadAccess.connectionTokens(bytes, fields) }
+}

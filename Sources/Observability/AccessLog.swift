@@ -1,0 +1,86 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import GatewayCore
+
+/// The access log of one event loop: one JSON line per request, buffered and written to standard output after
+/// each batch of events (one `write` per batch, not per request).
+///
+/// Never receives a token or a query string: callers pass the path only, and no header values at all.
+/// Loop-confined.
+public final class AccessLog {
+    private let buffer = ByteBuffer(capacity: 16 * 1024)
+    private var wallClock = WallClock()
+    private let fd: Int32
+    public let enabled: Bool
+
+    /// Pipes interleave writes above PIPE_BUF between processes/threads, so flushes stay below it and end on a line.
+    private let maxWrite = 4096
+
+    public init(fd: Int32 = 1, enabled: Bool = true) {
+        self.fd = fd
+        self.enabled = enabled
+    }
+
+    /// One entry. `path` must already exclude the query string; `route` is a JSON value (`"name"` or `null`).
+    public func record(time startMicros: UInt64, route: [UInt8], method: UnsafeRawBufferPointer, path: UnsafeRawBufferPointer,
+                       status: Int, upstreamStatus: Int, bytesIn: Int, bytesOut: Int, verdict: StaticString) {
+        guard enabled else { return }
+        let b = buffer
+        let lineStart = b.writerIndex
+        b.append("{\"time\":\"" as StaticString)
+        wallClock.appendNow(to: b)
+        b.append("\",\"route\":" as StaticString)
+        b.append(route)
+        b.append(",\"method\":\"" as StaticString)
+        JSONText.appendEscaped(method, to: b)
+        b.append("\",\"path\":\"" as StaticString)
+        JSONText.appendEscaped(path, to: b)
+        b.append("\",\"status\":" as StaticString)
+        b.appendDecimal(status)
+        b.append(",\"upstream_status\":" as StaticString)
+        if upstreamStatus > 0 { b.appendDecimal(upstreamStatus) } else { b.append("null" as StaticString) }
+        b.append(",\"bytes_in\":" as StaticString)
+        b.appendDecimal(bytesIn)
+        b.append(",\"bytes_out\":" as StaticString)
+        b.appendDecimal(bytesOut)
+        b.append(",\"duration_ms\":" as StaticString)
+        let micros = Int(MonotonicClock.nowMicros() &- startMicros)
+        b.appendDecimal(micros / 1000)
+        b.append(byte: UInt8(ascii: "."))
+        let frac = micros % 1000
+        b.append(byte: UInt8(48 + frac / 100))
+        b.append(byte: UInt8(48 + (frac / 10) % 10))
+        b.append(byte: UInt8(48 + frac % 10))
+        b.append(",\"verdict\":\"" as StaticString)
+        b.append(verdict)
+        b.append("\"}\n" as StaticString)
+        if b.readableBytes > maxWrite { flush(upTo: lineStart) }
+    }
+
+    /// Writes everything buffered.
+    public func flush() { flush(upTo: buffer.writerIndex) }
+
+    /// Writes whole lines up to `end` (a writer index) in chunks no larger than `maxWrite`.
+    private func flush(upTo end: Int) {
+        var remaining = end - buffer.readerIndex
+        while remaining > 0 {
+            let start = buffer.readerIndex
+            var count = min(remaining, maxWrite)
+            if count < remaining {
+                // Back up to the last newline inside the chunk so every write holds whole lines.
+                var i = start + count - 1
+                while i > start && buffer.base.load(fromByteOffset: i, as: UInt8.self) != UInt8(ascii: "\n") { i -= 1 }
+                if i > start { count = i + 1 - start }
+            }
+            let n = write(fd, buffer.base + start, count)
+            if n <= 0 {
+                if n < 0 && errno == EINTR { continue }
+                buffer.clear()   // stdout gone or full: drop the log rather than block the loop
+                return
+            }
+            remaining -= n
+            buffer.consume(n)
+        }
+    }
+}

@@ -1,0 +1,42 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import GatewayCore
+import Synchronization
+
+/// Operational messages (start-up, listeners, errors) as JSON lines on standard error — kept apart from the
+/// access log on standard output. Not for the request path.
+public enum Logger {
+    public enum Level: String, Sendable { case debug, info, warn, error }
+
+    private static let lock = Mutex<Void>(())
+
+    /// Writes `{"time":…,"level":…,"msg":…, fields…}` to standard error.
+    public static func log(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, String> = [:]) {
+        let b = ByteBuffer(capacity: 256)
+        var clock = WallClock()
+        b.append("{\"time\":\"" as StaticString)
+        clock.appendNow(to: b)
+        b.append("\",\"level\":\"\(level.rawValue)\",\"msg\":")
+        b.append(JSONText.quoted(message))
+        for (k, v) in fields {
+            b.append(",")
+            b.append(JSONText.quoted(k))
+            b.append(":")
+            b.append(JSONText.quoted(v))
+        }
+        b.append("}\n" as StaticString)
+        lock.withLock { _ in
+            var p = b.readable
+            while p.count > 0 {
+                let n = write(2, p.baseAddress, p.count)
+                if n <= 0 { break }
+                p = UnsafeRawBufferPointer(rebasing: p[n...])
+            }
+        }
+    }
+
+    public static func info(_ m: String, _ f: KeyValuePairs<String, String> = [:]) { log(.info, m, f) }
+    public static func warn(_ m: String, _ f: KeyValuePairs<String, String> = [:]) { log(.warn, m, f) }
+    public static func error(_ m: String, _ f: KeyValuePairs<String, String> = [:]) { log(.error, m, f) }
+}

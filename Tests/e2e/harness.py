@@ -1,0 +1,232 @@
+"""Process and config helpers for the attest-gateway end-to-end suite (imported by conftest and tests)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import upstreams as U
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+GATEWAY_BIN = os.environ.get("GATEWAY_BIN", str(REPO / ".build" / "release" / "attest-gateway"))
+
+
+
+
+def free_port() -> int:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+    finally:
+        s.close()
+
+
+def wait_listening(port: int, proc: subprocess.Popen | None, timeout: float = 10.0, what: str = "process") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode} before listening on {port}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{what} not listening on 127.0.0.1:{port} after {timeout}s")
+
+
+def _yaml_scalar(v) -> str:
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if v is None:
+        return "null"
+    if isinstance(v, (int, float)):
+        return str(v)
+    s = str(v)
+    if (s == "" or re.search(r"[:#\[\]{},&*!|>'\"%@`]", s) or s.strip() != s or re.fullmatch(r"[0-9.+-]+", s)
+            or s.lower() in ("true", "false", "null", "yes", "no", "on", "off", "~")):
+        return json.dumps(s)
+    return s
+
+
+def yaml_dump(obj, indent: int = 0) -> str:
+    """Block-style YAML for dicts/lists of scalars (enough for gateway.yml)."""
+    pad = " " * indent
+    out = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if isinstance(v, dict) and v:
+                out.append(f"{pad}{k}:\n{yaml_dump(v, indent + 2)}")
+            elif isinstance(v, list) and v and any(isinstance(x, (dict, list)) for x in v):
+                out.append(f"{pad}{k}:\n{yaml_dump(v, indent + 2)}")
+            elif isinstance(v, list):
+                out.append(f"{pad}{k}: [" + ", ".join(_yaml_scalar(x) for x in v) + "]")
+            elif isinstance(v, dict):
+                out.append(f"{pad}{k}: {{}}")
+            else:
+                out.append(f"{pad}{k}: {_yaml_scalar(v)}")
+    elif isinstance(obj, list):
+        for item in obj:
+            if isinstance(item, dict):
+                body = yaml_dump(item, indent + 2)
+                out.append(pad + "- " + body[indent + 2 :])
+            else:
+                out.append(f"{pad}- {_yaml_scalar(item)}")
+    else:
+        raise TypeError(obj)
+    return "\n".join(out)
+
+
+def gateway_config(port: int, upstreams: dict, routes: list | None = None, limits: dict | None = None,
+                   verifiers: dict | None = None) -> str:
+    """upstreams: name -> url or dict; routes default to one catch-all route to the first upstream."""
+    ups = {}
+    for name, spec in upstreams.items():
+        entry = {"url": spec} if isinstance(spec, str) else dict(spec)
+        entry.setdefault("connect_timeout", "2s")
+        entry.setdefault("response_timeout", "30s")
+        ups[name] = entry
+    if routes is None:
+        first = next(iter(upstreams))
+        routes = [{"name": first, "match": {"path_prefix": "/"}, "upstream": first, "verify": []}]
+    cfg = {"version": 1, "listeners": [{"address": f"127.0.0.1:{port}"}]}
+    if limits:
+        cfg["limits"] = limits
+    cfg["state"] = {"backend": "memory"}
+    cfg["upstreams"] = ups
+    if verifiers:
+        cfg["verifiers"] = verifiers
+    cfg["routes"] = routes
+    return yaml_dump(cfg) + "\n"
+
+
+class Gateway:
+    def __init__(self, binary: str, config_text: str, workdir: Path, workers: int | None = None,
+                 extra_args: tuple = (), ready_timeout: float = 10.0):
+        m = re.search(r"address:\s*\"?127\.0\.0\.1:(\d+)", config_text)
+        assert m, "config has no 127.0.0.1 listener address"
+        self.port = int(m.group(1))
+        self.dir = workdir
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.config_path = self.dir / "gateway.yml"
+        self.config_path.write_text(config_text)
+        self.stdout_path = self.dir / "stdout.log"
+        self.stderr_path = self.dir / "stderr.log"
+        args = [binary, "serve", "--config", str(self.config_path)]
+        if workers is not None:
+            args += ["--workers", str(workers)]
+        args += list(extra_args)
+        self._out = open(self.stdout_path, "wb")
+        self._err = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen(args, stdout=self._out, stderr=self._err, stdin=subprocess.DEVNULL,
+                                     cwd=str(self.dir), start_new_session=True)
+        try:
+            wait_listening(self.port, self.proc, ready_timeout, "attest-gateway serve")
+        except Exception as e:
+            self.kill()
+            raise RuntimeError(f"{e}\n--- stderr ---\n{self.stderr()[-3000:]}\n--- stdout ---\n{self.stdout()[-2000:]}")
+
+    def stdout(self) -> str:
+        return self.stdout_path.read_bytes().decode("utf-8", "replace")
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_bytes().decode("utf-8", "replace")
+
+    def log_lines(self) -> list[dict]:
+        lines = []
+        for line in self.stdout().splitlines():
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    obj = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(obj, dict):
+                    lines.append(obj)
+        return lines
+
+    def send_signal(self, sig=signal.SIGTERM) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+
+    def stop(self, sig=signal.SIGTERM, timeout: float = 10.0) -> int | None:
+        """Sends sig, waits up to timeout; returns the exit code (None if it had to be killed)."""
+        if self.proc.poll() is not None:
+            return self.proc.returncode
+        self.send_signal(sig)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)   # the group this fixture started, by its id
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        for f in (self._out, self._err):
+            try:
+                f.close()
+            except OSError:
+                pass
+
+
+class DevEcho:
+    def __init__(self, binary: str, workdir: Path):
+        self.port = free_port()
+        workdir.mkdir(parents=True, exist_ok=True)
+        self._err = open(workdir / "dev-echo.stderr", "wb")
+        self.proc = subprocess.Popen([binary, "dev", "echo", "--listen", f"127.0.0.1:{self.port}"],
+                                     stdout=subprocess.DEVNULL, stderr=self._err, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        try:
+            wait_listening(self.port, self.proc, 10.0, "attest-gateway dev echo")
+        except Exception:
+            self.kill()
+            raise
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        self._err.close()
+
+
+
+def run_cli(binary: str, *args, timeout: float = 20.0, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([binary, *args], capture_output=True, timeout=timeout, cwd=cwd, stdin=subprocess.DEVNULL)
+
+
+def assert_json_error(resp: U.Resp, status: int, require_reason: bool = True) -> dict:
+    assert resp is not None, f"expected {status}, got no response (connection closed)"
+    assert resp.status == status, f"expected {status}, got {resp.status} {resp.reason} body={resp.body[:300]!r}"
+    ctype = (resp.one("content-type") or "").lower()
+    assert ctype.startswith("application/json"), f"error Content-Type is {ctype!r}"
+    doc = json.loads(resp.body)
+    assert isinstance(doc, dict) and isinstance(doc.get("error"), str), f"error body {resp.body[:300]!r}"
+    if require_reason:
+        assert isinstance(doc.get("reason"), str) and doc["reason"], f"error body has no reason: {resp.body[:300]!r}"
+    return doc
