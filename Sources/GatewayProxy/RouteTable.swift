@@ -10,8 +10,9 @@ public struct CompiledRoute: Sendable {
     public let exactPath: [UInt8]?
     public let pathPrefix: [UInt8]?
     public let methods: [[UInt8]]?
-    /// Lower-case host without port.
+    /// Lower-case host, with a port only if the configuration gave one.
     public let host: [UInt8]?
+    public let hostHasPort: Bool
     public let upstreamIndex: Int
     public let verifiers: [String]
     public let maxBodyBytes: Int
@@ -40,11 +41,18 @@ public struct RouteTable: Sendable {
                 pathPrefix: prefix,
                 methods: route.match.methods?.map { Array($0.utf8) },
                 host: route.match.host.map { Array($0.lowercased().utf8) },
+                hostHasPort: route.match.host.map(Self.hasPort) ?? false,
                 upstreamIndex: config.upstreams.firstIndex { $0.name == route.upstream } ?? 0,
                 verifiers: route.verify,
                 maxBodyBytes: route.maxBodyBytes ?? config.limits.maxBodyBytes))
         }
         routes = compiled
+    }
+
+    /// "[::1]:8080" and "api:8080" carry a port; "::1", "[::1]" and "api" do not.
+    static func hasPort(_ host: String) -> Bool {
+        if host.hasPrefix("[") { return host.contains("]:") }
+        return host.filter { $0 == ":" }.count == 1
     }
 
     /// The index of the first route matching, or nil. `host` is the Host field value (any case, may carry a port).
@@ -73,7 +81,7 @@ public struct RouteTable: Sendable {
         }
         if let wanted = r.host {
             guard let host else { return false }
-            guard Bytes.hostEquals(host, wanted) else { return false }
+            guard Bytes.hostEquals(host, wanted, wantedHasPort: r.hostHasPort) else { return false }
         }
         return true
     }
@@ -91,8 +99,14 @@ enum Bytes {
         return p.withUnsafeBytes { pb in p.count == 0 || memcmp(a.baseAddress!, pb.baseAddress!, p.count) == 0 }
     }
 
-    /// Case-insensitive comparison of a Host value (optionally with `:port`) to a lower-case host name.
-    static func hostEquals(_ host: UnsafeRawBufferPointer, _ wanted: [UInt8]) -> Bool {
+    /// Case-insensitive comparison of a Host value to a route's lower-case `match.host`. A route host without a
+    /// port matches any port ("api.example.com" matches "API.example.com:8443"); one with a port must match exactly.
+    static func hostEquals(_ host: UnsafeRawBufferPointer, _ wanted: [UInt8], wantedHasPort: Bool) -> Bool {
+        if wantedHasPort {
+            guard host.count == wanted.count else { return false }
+            for k in 0..<host.count where lower(host[k]) != wanted[k] { return false }
+            return true
+        }
         var end = host.count
         // Strip a port, but not inside an IPv6 literal ("[::1]:8080").
         var i = host.count - 1
