@@ -88,7 +88,7 @@ def test_body_too_large_per_route_413(env):
     gw, up = env
     assert U.one_shot(gw.port, b"POST /small HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\n" + b"x" * 100).status == 200
     before = up.snapshot()
-    r = U.one_shot(gw.port, b"POST /small HTTP/1.1\r\nHost: h\r\nContent-Length: 200\r\n\r\n", "POST")
+    r = U.one_shot(gw.port, b"POST /small HTTP/1.1\r\nHost: h\r\nContent-Length: 200\r\n\r\n", method="POST")
     assert_json_error(r, 413)
     time.sleep(0.15)
     assert up.snapshot()[0] == before[0]
