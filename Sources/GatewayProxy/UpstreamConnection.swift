@@ -201,6 +201,11 @@ final class UpstreamConnection: LoopHandler {
                 return
             case .head(let head, let consumed):
                 inBuf.consume(consumed)
+                if head.status == 101 {
+                    // We never forward Upgrade, so a protocol switch was not asked for: refuse it.
+                    fail(.invalidResponse)
+                    return
+                }
                 lastHeadWasInterim = head.status < 200
                 if !lastHeadWasInterim { lastHeadKeepAlive = head.keepAlive }
                 c.upstreamResponseHead(head)

@@ -31,6 +31,29 @@ enum HTTP1Bytes {
         b >= 0x20 ? b != 0x7F : b == 0x09
     }
 
+    /// Whether every byte of `p[range]` passes ``isFieldValue(_:)``; checks 8 bytes per step (SWAR) because
+    /// field values (cookies, tokens) are most of a head's bytes.
+    @inline(__always) static func allFieldValue(_ p: UnsafeRawBufferPointer, _ range: Range<Int>) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        var k = range.lowerBound
+        while k + 8 <= range.upperBound {
+            let w = p.loadUnaligned(fromByteOffset: k, as: UInt64.self)
+            let below20 = (w &- ones &* 0x20) & ~w & highs  // some byte < 0x20 (HTAB needs a closer look)
+            let d = w ^ (ones &* 0x7F)
+            let del = (d &- ones) & ~d & highs  // some byte == 0x7F
+            if below20 | del != 0 {
+                for j in k..<(k + 8) where !isFieldValue(p[j]) { return false }
+            }
+            k += 8
+        }
+        while k < range.upperBound {
+            if !isFieldValue(p[k]) { return false }
+            k += 1
+        }
+        return true
+    }
+
     /// Bytes allowed in a request-target: visible ASCII. Raw non-ASCII is not a URI character.
     @inline(__always) static func isTarget(_ b: UInt8) -> Bool { b > 0x20 && b < 0x7F }
 

@@ -12,13 +12,23 @@ enum HTTP1FieldScanner {
     /// Scans `p[content]`, a line without its CRLF, known not to be empty.
     @inline(__always)
     static func scan(_ p: UnsafeRawBufferPointer, _ content: Range<Int>) -> Line {
+        // obs-fold: RFC 9112 5.2 lets a server reject it with 400; unfolding it is what smuggling relies on.
+        if HTTP1Bytes.isOWS(p[content.lowerBound]) { return .error(.obsFold) }
+        let line = scanFieldLine(p, content)
+        if case .error = line {
+            // A CR not followed by LF: some peers treat it as a line end, so it could start a hidden field.
+            // No CR can pass the name or value checks, so looking for it only on failure is enough.
+            if HTTP1Bytes.find(HTTP1Bytes.cr, in: p, from: content.lowerBound, to: content.upperBound) != nil {
+                return .error(.bareCR)
+            }
+        }
+        return line
+    }
+
+    @inline(__always)
+    private static func scanFieldLine(_ p: UnsafeRawBufferPointer, _ content: Range<Int>) -> Line {
         let start = content.lowerBound
         let end = content.upperBound
-        // obs-fold: RFC 9112 5.2 lets a server reject it with 400; unfolding it is what smuggling relies on.
-        if HTTP1Bytes.isOWS(p[start]) { return .error(.obsFold) }
-        // A CR not followed by LF: some peers treat it as a line end, so it could start a hidden field.
-        if HTTP1Bytes.find(HTTP1Bytes.cr, in: p, from: start, to: end) != nil { return .error(.bareCR) }
-
         var i = start
         while i < end, HTTP1Bytes.isToken(p[i]) { i += 1 }
         guard i < end else { return .error(.invalidHeaderName) }  // no colon at all
@@ -36,11 +46,7 @@ enum HTTP1FieldScanner {
         let name = start..<i
 
         let value = HTTP1Bytes.trimOWS(p, (i + 1)..<end)
-        var k = value.lowerBound
-        while k < value.upperBound {
-            if !HTTP1Bytes.isFieldValue(p[k]) { return .error(.invalidHeaderValue) }
-            k += 1
-        }
+        guard HTTP1Bytes.allFieldValue(p, value) else { return .error(.invalidHeaderValue) }
         return .field(name: name, value: value)
     }
 }

@@ -61,6 +61,7 @@ struct HTTP1HeadAccumulator: Sendable {
                 case .field(let name, let value):
                     if fields.count >= limits.maxHeaders { return .error(.tooManyHeaders) }
                     facts.note(p, name: name, value: value, origin: headStart)
+                    if fields.isEmpty { fields.reserveCapacity(16) }
                     fields.append(
                         HTTP1Field(
                             name: (name.lowerBound - headStart)..<(name.upperBound - headStart),

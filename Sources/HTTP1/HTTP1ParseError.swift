@@ -5,7 +5,7 @@
 /// `status` is the answer to a peer that sent a bad *request*.
 public struct HTTP1ParseError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The closed list of rejection reasons. The raw value is the reason code put in JSON error bodies.
-    public enum Code: String, Sendable {
+    public enum Code: String, Sendable, CaseIterable {
         case malformedRequestLine = "malformed_request_line", malformedStatusLine = "malformed_status_line"
         /// An `HTTP/x.y` version other than 1.0 or 1.1 (505).
         case unsupportedVersion = "unsupported_version"

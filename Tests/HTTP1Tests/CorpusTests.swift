@@ -74,6 +74,27 @@ struct CorpusTests {
         }
     }
 
+    /// Seeded byte mutations of every corpus file: no crash, and the same outcome for every split.
+    @Test func mutatedCorpusInputsParseTheSameForEverySplit() throws {
+        var rng = SeededGenerator(seed: 0xF022)
+        let interesting: [UInt8] = [0, 9, 10, 13, 32, 44, 58, 59, 48, 70, 127, 200]
+        for c in CorpusCase.all {
+            let original = try c.data()
+            guard !original.isEmpty, original.count < 10_000 else { continue }
+            for _ in 0..<8 {
+                var input = original
+                for _ in 0..<Int.random(in: 1...3, using: &rng) {
+                    let at = Int.random(in: 0..<input.count, using: &rng)
+                    input[at] = interesting.randomElement(using: &rng)!
+                }
+                let whole = parseRequests(input, split: .whole)
+                #expect(whole.violations.isEmpty, "\(c.file)")
+                #expect(parseRequests(input, split: .random) == whole, "\(c.file) mutated: random split differs")
+                #expect(parseRequests(input, split: .byteByByte) == whole, "\(c.file) mutated: byte split differs")
+            }
+        }
+    }
+
     private func check(_ o: ParseOutcome<HTTP1RequestHead>, against c: CorpusCase) {
         #expect(o.violations.isEmpty, "\(o.violations)")
         let complete = o.messages.filter(\.complete)
@@ -88,6 +109,19 @@ struct CorpusTests {
         } else {
             #expect(o.error?.code.rawValue == c.expect)
             #expect(o.error?.status == c.status)
+        }
+    }
+}
+
+@Suite("Error coverage")
+struct ErrorCoverageTests {
+    /// Codes only the response parser can produce; ResponseParserTests covers them.
+    static let responseOnly: Set<HTTP1ParseError.Code> = [.malformedStatusLine, .truncatedMessage, .unsolicitedResponse]
+
+    @Test func everyRequestErrorCodeIsProducedByTheCorpus() {
+        let produced = Set(CorpusCase.all.map(\.expect))
+        for code in HTTP1ParseError.Code.allCases where !Self.responseOnly.contains(code) {
+            #expect(produced.contains(code.rawValue), "no corpus case for \(code.rawValue)")
         }
     }
 }

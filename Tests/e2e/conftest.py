@@ -90,6 +90,9 @@ class _Factory:
         return d
 
     def teardown(self) -> None:
+        for item in self.items:
+            if isinstance(item, U.Upstream) and item.errors:
+                print(f"upstream {item.name} saw problems: {item.errors[:5]}")
         for item in reversed(self.items):
             try:
                 item.kill() if hasattr(item, "kill") else item.close()

@@ -3,6 +3,7 @@ body framing, response preservation (CL/chunked/close-delimited, HEAD/204/304, 1
 HTTP/1.0, streaming."""
 
 import json
+import threading
 import time
 
 import pytest
@@ -36,6 +37,7 @@ def env(module_factory):
         "/interim": U.b_interim(),
         "/interim100": U.b_interim(b"HTTP/1.1 100 Continue\r\n\r\n"),
         "/stream-resp": _stream_response,
+        "/slow": U.b_slow(1.5),
     }), name="main")
     from harness import free_port
     port = free_port()
@@ -345,6 +347,27 @@ def test_http10_closes_unless_keepalive(env):
         assert r.status == 200 and r.framing == "length"
         r = c.request(b"GET /v10c HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
         assert r is not None and r.status == 200 and r.json()["target"] == "/v10c"
+
+
+def test_slow_upstream_does_not_block_other_connections(env):
+    gw, up = env
+    done = {}
+
+    def slow():
+        r = U.one_shot(gw.port, b"GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
+        done["status"] = r.status if r else None
+
+    n = up.snapshot()[2]
+    t = threading.Thread(target=slow, daemon=True)
+    t.start()
+    assert up.wait_requests(n + 1, 5)
+    for i in range(6):
+        t0 = time.monotonic()
+        r = U.one_shot(gw.port, f"GET /fast/{i} HTTP/1.1\r\nHost: h\r\n\r\n".encode())
+        took = time.monotonic() - t0
+        assert r.status == 200 and took < 0.5, f"fast request {i} took {took:.2f}s while /slow was pending"
+    t.join(5)
+    assert done.get("status") == 200
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -74,15 +74,15 @@ class Reader:
 
     def readline(self, limit: int = MAX_LINE) -> bytes:
         """Up to and including b"\\n"; b"" at EOF with nothing buffered; raises on EOF mid-line."""
-        start = self.pos
+        scanned = 0  # bytes after self.pos known to hold no LF (self.pos may move when _fill compacts)
         while True:
-            i = self.buf.find(b"\n", start)
+            i = self.buf.find(b"\n", self.pos + scanned)
             if i >= 0:
                 line = bytes(self.buf[self.pos : i + 1])
                 self.pos = i + 1
                 return line
-            start = len(self.buf)
-            if len(self.buf) - self.pos > limit:
+            scanned = len(self.buf) - self.pos
+            if scanned > limit:
                 raise ValueError("line too long")
             if not self._fill():
                 if self.buffered() == 0:
