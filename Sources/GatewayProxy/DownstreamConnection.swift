@@ -28,6 +28,9 @@ final class DownstreamConnection: LoopHandler {
     var phase = Phase.awaitingHead
     var deadline: UInt64 = 0
     var readable = true
+    /// The client's FIN was reported (edge-triggered: once, maybe with the last data), so a short read does not
+    /// mean "drained" any more.
+    var sawHangup = false
     var writable = true
     var closed = false
     /// Reading is paused because the upstream's write buffer is full (backpressure).
@@ -67,6 +70,7 @@ final class DownstreamConnection: LoopHandler {
             if !outBuf.isEmpty { flushOut() }
             if closed { return }
         }
+        if events & (IOEvents.readHangup | IOEvents.hangup) != 0 { sawHangup = true }
         if events & (IOEvents.readable | IOEvents.readHangup | IOEvents.hangup) != 0 {
             readable = true
             readLoop()
@@ -123,7 +127,7 @@ final class DownstreamConnection: LoopHandler {
             let n = read(fd, inBuf.writablePointer, space)
             if n > 0 {
                 inBuf.didWrite(n)
-                if n < space { readable = false }
+                if n < space && !sawHangup { readable = false }
                 if phase == .forwarding { setDeadline(worker.loop.now + worker.idleTimeout) }
                 process()
             } else if n == 0 {

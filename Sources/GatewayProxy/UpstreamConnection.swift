@@ -38,6 +38,9 @@ final class UpstreamConnection: LoopHandler {
     /// Taken from the pool (so it may have been closed by the upstream while idle).
     private(set) var reused = false
     private var readable = false
+    /// The peer's FIN (or a reset) was reported: keep reading past a short read until read() returns 0, since
+    /// edge-triggered epoll reports the hang-up only once, possibly together with the last data.
+    private var sawHangup = false
     private var writable = false
     private(set) var isClosed = false
     /// Request bytes written in the current exchange (the retry rule needs "nothing sent yet").
@@ -107,6 +110,7 @@ final class UpstreamConnection: LoopHandler {
             writable = true
             if !outBuf.isEmpty { flush() }
         }
+        if events & (IOEvents.readHangup | IOEvents.hangup | IOEvents.error) != 0 { sawHangup = true }
         if events & (IOEvents.readable | IOEvents.readHangup | IOEvents.hangup | IOEvents.error) != 0 {
             readable = true
             readLoop()
@@ -175,7 +179,7 @@ final class UpstreamConnection: LoopHandler {
             let n = read(fd, inBuf.writablePointer, space)
             if n > 0 {
                 inBuf.didWrite(n)
-                if n < space { readable = false }
+                if n < space && !sawHangup { readable = false }
                 setDeadline(pool.worker.loop.now + pool.target.responseTimeoutMillis)
                 process()
             } else if n == 0 {
@@ -198,6 +202,7 @@ final class UpstreamConnection: LoopHandler {
             switch parser.next(inBuf.readable) {
             case .needMore(let consumed):
                 inBuf.consume(consumed)
+                c.flushOut()   // relay what this read brought now, not when the next one comes
                 return
             case .head(let head, let consumed):
                 inBuf.consume(consumed)
