@@ -6,57 +6,66 @@ import Glibc
 ///
 /// Readable bytes live in `[readerIndex, writerIndex)`. Loop-confined: never shared between threads.
 public final class ByteBuffer {
-    public private(set) var base: UnsafeMutableRawPointer
-    public private(set) var capacity: Int
-    public private(set) var readerIndex = 0
-    public private(set) var writerIndex = 0
+    // Internal storage, visible to the inlinable fast paths below (profiled: these run several times per request).
+    @usableFromInline var _base: UnsafeMutableRawPointer
+    @usableFromInline var _capacity: Int
+    @usableFromInline var _readerIndex = 0
+    @usableFromInline var _writerIndex = 0
 
     public init(capacity: Int) {
-        self.capacity = max(capacity, 16)
-        self.base = UnsafeMutableRawPointer.allocate(byteCount: self.capacity, alignment: 16)
+        _capacity = max(capacity, 16)
+        _base = UnsafeMutableRawPointer.allocate(byteCount: _capacity, alignment: 16)
     }
 
-    deinit { base.deallocate() }
+    deinit { _base.deallocate() }
 
-    @inline(__always) public var readableBytes: Int { writerIndex - readerIndex }
-    @inline(__always) public var isEmpty: Bool { writerIndex == readerIndex }
-    @inline(__always) public var writableBytes: Int { capacity - writerIndex }
+    @inlinable public var base: UnsafeMutableRawPointer { _base }
+    @inlinable public var capacity: Int { _capacity }
+    @inlinable public var readerIndex: Int { _readerIndex }
+    @inlinable public var writerIndex: Int { _writerIndex }
+    @inlinable public var readableBytes: Int { _writerIndex - _readerIndex }
+    @inlinable public var isEmpty: Bool { _writerIndex == _readerIndex }
+    @inlinable public var writableBytes: Int { _capacity - _writerIndex }
 
     /// The readable bytes, valid until the next mutation.
-    @inline(__always) public var readable: UnsafeRawBufferPointer {
-        UnsafeRawBufferPointer(start: base + readerIndex, count: writerIndex - readerIndex)
+    @inlinable public var readable: UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: _base + _readerIndex, count: _writerIndex - _readerIndex)
     }
 
     /// Where the next bytes are written, valid until the next mutation; call `didWrite` afterwards.
-    @inline(__always) public var writablePointer: UnsafeMutableRawPointer { base + writerIndex }
+    @inlinable public var writablePointer: UnsafeMutableRawPointer { _base + _writerIndex }
 
-    @inline(__always) public func didWrite(_ n: Int) { writerIndex += n }
+    @inlinable public func didWrite(_ n: Int) { _writerIndex += n }
 
     /// Drops `n` bytes from the front; resets to the start when empty so the buffer never creeps forward.
-    @inline(__always) public func consume(_ n: Int) {
-        readerIndex += n
-        if readerIndex == writerIndex { readerIndex = 0; writerIndex = 0 }
+    @inlinable public func consume(_ n: Int) {
+        _readerIndex += n
+        if _readerIndex == _writerIndex { _readerIndex = 0; _writerIndex = 0 }
     }
 
-    public func clear() { readerIndex = 0; writerIndex = 0 }
+    public func clear() { _readerIndex = 0; _writerIndex = 0 }
 
     /// Makes room for at least `n` more bytes at the end, compacting first and growing when needed.
-    public func reserve(_ n: Int) {
-        if writableBytes >= n { return }
+    @inlinable public func reserve(_ n: Int) {
+        if _capacity - _writerIndex >= n { return }
+        makeRoom(n)
+    }
+
+    @usableFromInline func makeRoom(_ n: Int) {
         if readerIndex > 0 {
             let count = readableBytes
             if count > 0 { memmove(base, base + readerIndex, count) }
-            readerIndex = 0
-            writerIndex = count
+            _readerIndex = 0
+            _writerIndex = count
             if writableBytes >= n { return }
         }
         var newCapacity = capacity
         while newCapacity - writerIndex < n { newCapacity *= 2 }
         let newBase = UnsafeMutableRawPointer.allocate(byteCount: newCapacity, alignment: 16)
         if writerIndex > 0 { newBase.copyMemory(from: base, byteCount: writerIndex) }
-        base.deallocate()
-        base = newBase
-        capacity = newCapacity
+        _base.deallocate()
+        _base = newBase
+        _capacity = newCapacity
     }
 
     /// Moves readable bytes to the front (so a full buffer can read more).
@@ -64,15 +73,15 @@ public final class ByteBuffer {
         guard readerIndex > 0 else { return }
         let count = readableBytes
         if count > 0 { memmove(base, base + readerIndex, count) }
-        readerIndex = 0
-        writerIndex = count
+        _readerIndex = 0
+        _writerIndex = count
     }
 
-    @inline(__always) public func append(_ bytes: UnsafeRawBufferPointer) {
+    @inlinable public func append(_ bytes: UnsafeRawBufferPointer) {
         guard let src = bytes.baseAddress, bytes.count > 0 else { return }
         reserve(bytes.count)
-        (base + writerIndex).copyMemory(from: src, byteCount: bytes.count)
-        writerIndex += bytes.count
+        (_base + _writerIndex).copyMemory(from: src, byteCount: bytes.count)
+        _writerIndex += bytes.count
     }
 
     @inline(__always) public func append(_ bytes: [UInt8]) {
@@ -83,7 +92,7 @@ public final class ByteBuffer {
         bytes.withUnsafeBytes { append($0) }
     }
 
-    @inline(__always) public func append(_ s: StaticString) {
+    @inlinable public func append(_ s: StaticString) {
         append(UnsafeRawBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
     }
 
@@ -92,27 +101,27 @@ public final class ByteBuffer {
         s.withUTF8 { append(UnsafeRawBufferPointer($0)) }
     }
 
-    @inline(__always) public func append(byte: UInt8) {
+    @inlinable public func append(byte: UInt8) {
         reserve(1)
-        base.storeBytes(of: byte, toByteOffset: writerIndex, as: UInt8.self)
-        writerIndex += 1
+        _base.storeBytes(of: byte, toByteOffset: _writerIndex, as: UInt8.self)
+        _writerIndex += 1
     }
 
     /// Appends `value` in decimal ASCII.
-    public func appendDecimal(_ value: Int) {
+    @inlinable public func appendDecimal(_ value: Int) {
         reserve(21)
-        var v = value
-        if v < 0 { append(byte: UInt8(ascii: "-")); v = -v }
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
-        let n = withUnsafeMutableBytes(of: &digits) { d -> Int in
-            var i = 0
-            repeat { d[i] = UInt8(truncatingIfNeeded: v % 10) &+ 48; v /= 10; i += 1 } while v > 0
-            return i
-        }
-        withUnsafeBytes(of: &digits) { d in
-            var i = n - 1
-            while i >= 0 { base.storeBytes(of: d[i], toByteOffset: writerIndex, as: UInt8.self); writerIndex += 1; i -= 1 }
-        }
+        var v = value.magnitude
+        if value < 0 { append(byte: UInt8(ascii: "-")) }
+        var digits = 1
+        var t = v
+        while t >= 10 { t /= 10; digits += 1 }
+        var i = _writerIndex + digits - 1
+        repeat {
+            _base.storeBytes(of: UInt8(truncatingIfNeeded: v % 10) &+ 48, toByteOffset: i, as: UInt8.self)
+            v /= 10
+            i -= 1
+        } while v > 0
+        _writerIndex += digits
     }
 
     /// Appends `value` in lower-case hexadecimal ASCII (chunk sizes).

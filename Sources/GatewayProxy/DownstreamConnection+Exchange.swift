@@ -97,7 +97,7 @@ extension DownstreamConnection {
             return
         }
         exchange.routeIndex = routeIndex
-        let route = routes.routes[routeIndex]
+        let route = worker.routes[routeIndex]
         if route.requiresVerification {
             // Verifiers arrive with their own issues; until then such routes refuse rather than forward unverified.
             respondLocal(.verifierUnavailable(), close: hasBody || !head.keepAlive)
@@ -299,7 +299,7 @@ extension DownstreamConnection {
         exchange.logged = true
         let log = worker.accessLog
         guard log.enabled else { return }
-        let routeName: [UInt8] = exchange.routeIndex >= 0 ? worker.runtime.routes.routes[exchange.routeIndex].jsonName : Array("null".utf8)
+        let routeName: [UInt8] = exchange.routeIndex >= 0 ? worker.routes[exchange.routeIndex].jsonName : Array("null".utf8)
         let bytesOut = totalWritten + outBuf.readableBytes - exchange.outMark
         let verdict: StaticString = "none"
         if let head = exchange.head {

@@ -20,7 +20,8 @@ final class DownstreamConnection: LoopHandler {
     }
 
     let fd: Int32
-    unowned let worker: ProxyWorker
+    /// The worker outlives its connections (it closes them all before it goes), so no reference counting here.
+    unowned(unsafe) let worker: ProxyWorker
     let clientAddress: [UInt8]
     let inBuf = ByteBuffer(capacity: 16 * 1024)
     let outBuf = ByteBuffer(capacity: 16 * 1024)

@@ -62,16 +62,36 @@ enum HeaderFilter {
         return true
     }
 
-    /// Whether `name` is one of the tokens the Connection field listed (they are hop-by-hop too).
-    static func isNamedByConnection(_ name: UnsafeRawBufferPointer, _ tokens: [String]) -> Bool {
-        for t in tokens {
-            var t = t
-            let match = t.withUTF8 { tb -> Bool in
-                guard tb.count == name.count else { return false }
-                for i in 0..<tb.count where Bytes.lower(name[i]) != tb[i] { return false }
-                return true
+    /// The Connection tokens (as ranges into the head's bytes) that name other fields to drop. `close` and
+    /// `keep-alive` name none, so the common heads allocate nothing here.
+    @inline(__always)
+    static func connectionNamed(_ raw: UnsafeRawBufferPointer, _ fields: [HTTP1Field]) -> [Range<Int>] {
+        var named: [Range<Int>] = []
+        for f in fields where f.name.count == 10 && eq(UnsafeRawBufferPointer(rebasing: raw[f.name]), "connection") {
+            var i = f.value.lowerBound
+            let end = f.value.upperBound
+            while i < end {
+                var j = i
+                while j < end && raw[j] != UInt8(ascii: ",") { j += 1 }
+                var lo = i, hi = j
+                while lo < hi && (raw[lo] == 32 || raw[lo] == 9) { lo += 1 }
+                while hi > lo && (raw[hi - 1] == 32 || raw[hi - 1] == 9) { hi -= 1 }
+                if hi > lo {
+                    let token = UnsafeRawBufferPointer(rebasing: raw[lo..<hi])
+                    if !eq(token, "close") && !eq(token, "keep-alive") { named.append(lo..<hi) }
+                }
+                i = j + 1
             }
-            if match { return true }
+        }
+        return named
+    }
+
+    /// Whether `name` is one of the Connection-named tokens (case-insensitive).
+    static func isNamed(_ name: UnsafeRawBufferPointer, _ raw: UnsafeRawBufferPointer, _ named: [Range<Int>]) -> Bool {
+        for t in named where t.count == name.count {
+            var same = true
+            for k in 0..<name.count where Bytes.lower(name[k]) != Bytes.lower(raw[t.lowerBound + k]) { same = false; break }
+            if same { return true }
         }
         return false
     }
@@ -88,14 +108,13 @@ enum HeaderFilter {
             out.append(target)
             out.append(" HTTP/1.1\r\n" as StaticString)
 
-            var connectionTokens: [String]? = nil
+            let named = connectionNamed(raw, head.fields)
             var forwardedFor: Range<Int>? = nil
             for field in head.fields {
                 let name = UnsafeRawBufferPointer(rebasing: raw[field.name])
                 switch classify(name) {
                 case .forward:
-                    if connectionTokens == nil { connectionTokens = head.connectionTokens() }
-                    if let tokens = connectionTokens, !tokens.isEmpty, isNamedByConnection(name, tokens) { continue }
+                    if !named.isEmpty && isNamed(name, raw, named) { continue }
                     out.append(name)
                     out.append(": " as StaticString)
                     out.append(UnsafeRawBufferPointer(rebasing: raw[field.value]))
@@ -165,13 +184,12 @@ enum HeaderFilter {
             out.append(byte: UInt8(ascii: " "))
             out.append(UnsafeRawBufferPointer(rebasing: raw[head.reason]))
             out.append("\r\n" as StaticString)
-            var connectionTokens: [String]? = nil
+            let named = connectionNamed(raw, head.fields)
             for field in head.fields {
                 let name = UnsafeRawBufferPointer(rebasing: raw[field.name])
                 switch classify(name) {
                 case .forward, .attest, .xForwardedFor:
-                    if connectionTokens == nil { connectionTokens = head.connectionTokens() }
-                    if let tokens = connectionTokens, !tokens.isEmpty, isNamedByConnection(name, tokens) { continue }
+                    if !named.isEmpty && isNamed(name, raw, named) { continue }
                 case .drop:
                     // A HEAD/304 response's Transfer-Encoding describes the body it would have had: keep it.
                     if keepFraming && name.count == 17 && eq(name, "transfer-encoding") { break }

@@ -43,6 +43,7 @@ public final class ProxyWorker: @unchecked Sendable {
     let idleTimeout: UInt64
     let highWater: Int
     let lingerMillis: UInt64 = 2_000
+    let routes: [CompiledRoute]
 
     public init(index: Int, runtime: ProxyRuntime, budget: ConnectionBudget, accessLog: Bool) throws(PosixError) {
         loop = try EventLoop(index: index)
@@ -52,6 +53,7 @@ public final class ProxyWorker: @unchecked Sendable {
         headerTimeout = runtime.headerTimeoutMillis
         idleTimeout = runtime.idleTimeoutMillis
         highWater = runtime.highWaterBytes
+        routes = runtime.routes.routes
         pools = runtime.upstreams.map { UpstreamPool(target: $0) }
         for pool in pools { pool.worker = self }
         let log = self.accessLog

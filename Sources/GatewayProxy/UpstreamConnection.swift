@@ -29,7 +29,8 @@ enum UpstreamFailure {
 /// and hands it back piece by piece. Idle in its pool between exchanges. Loop-confined.
 final class UpstreamConnection: LoopHandler {
     let fd: Int32
-    unowned let pool: UpstreamPool
+    /// Pools live as long as their worker, longer than any connection.
+    unowned(unsafe) let pool: UpstreamPool
     let inBuf = ByteBuffer(capacity: 16 * 1024)
     let outBuf = ByteBuffer(capacity: 8 * 1024)
     private var parser: HTTP1ResponseParser

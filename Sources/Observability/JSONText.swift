@@ -5,6 +5,13 @@ public enum JSONText {
     /// Appends `bytes` escaped for the inside of a JSON string. Bytes above 0x7F are written as `\u00XX` so a line
     /// stays valid JSON whatever a client sent.
     public static func appendEscaped(_ bytes: UnsafeRawBufferPointer, to b: ByteBuffer) {
+        // Fast path: paths and methods rarely need escaping; copy them whole.
+        var clean = true
+        for byte in bytes where byte < 0x20 || byte >= 0x7F || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+            clean = false
+            break
+        }
+        if clean { b.append(bytes); return }
         for byte in bytes {
             switch byte {
             case UInt8(ascii: "\""): b.append("\\\"" as StaticString)
