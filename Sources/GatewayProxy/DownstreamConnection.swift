@@ -125,7 +125,7 @@ final class DownstreamConnection: LoopHandler {
             }
             inBuf.reserve(4096)
             let space = inBuf.writableBytes
-            let n = read(fd, inBuf.writablePointer, space)
+            let n = recv(fd, inBuf.writablePointer, space, 0)
             if n > 0 {
                 inBuf.didWrite(n)
                 if n < space && !sawHangup { readable = false }
@@ -186,7 +186,7 @@ final class DownstreamConnection: LoopHandler {
     func flushOut() {
         while !outBuf.isEmpty && writable {
             let pending = outBuf.readable
-            let n = write(fd, pending.baseAddress, pending.count)
+            let n = send(fd, pending.baseAddress, pending.count, Int32(MSG_NOSIGNAL))
             if n > 0 {
                 outBuf.consume(n)
                 totalWritten += n

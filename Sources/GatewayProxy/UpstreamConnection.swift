@@ -136,7 +136,7 @@ final class UpstreamConnection: LoopHandler {
         guard !connecting, !isClosed, writable else { return }
         while !outBuf.isEmpty {
             let pending = outBuf.readable
-            let n = write(fd, pending.baseAddress, pending.count)
+            let n = send(fd, pending.baseAddress, pending.count, Int32(MSG_NOSIGNAL))
             if n > 0 {
                 outBuf.consume(n)
                 bytesSent += n
@@ -177,7 +177,7 @@ final class UpstreamConnection: LoopHandler {
         while readable && !readPaused && !isClosed && client != nil {
             inBuf.reserve(16 * 1024)
             let space = inBuf.writableBytes
-            let n = read(fd, inBuf.writablePointer, space)
+            let n = recv(fd, inBuf.writablePointer, space, 0)
             if n > 0 {
                 inBuf.didWrite(n)
                 if n < space && !sawHangup { readable = false }
