@@ -26,6 +26,9 @@ enum ServeCommand {
         case .failure(let e): printErr("serve: \(e.message)\n\n\(usage)"); return ExitCode.usage
         }
         if options.help { print(usage); return ExitCode.ok }
+        // First of all, so a SIGTERM during start-up waits for sigwait below (and drains) instead of killing us,
+        // and every thread started later inherits the mask.
+        Threads.blockSignals()
         let path = options.values["--config"] ?? "gateway.yml"
         var workerCount = Threads.onlineCPUs
         if let w = options.values["--workers"] {
@@ -50,8 +53,6 @@ enum ServeCommand {
             Logger.warn("http2 is not supported yet; serving HTTP/1.1 only", ["listener": l.name])
         }
 
-        // Before any thread starts, so every thread inherits the mask and signals reach sigwait below.
-        Threads.blockSignals()
         let budget = ConnectionBudget(limit: config.limits.maxConnections)
         var workers: [ProxyWorker] = []
         do {

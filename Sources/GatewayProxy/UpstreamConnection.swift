@@ -77,8 +77,23 @@ final class UpstreamConnection: LoopHandler {
         client = nil
     }
 
+    /// When the connection went back to the pool (loop milliseconds).
+    private(set) var idleSince: UInt64 = 0
+
     func markIdle(until: UInt64) {
+        idleSince = pool.worker.loop.now
         setDeadline(until)
+    }
+
+    /// Whether the upstream closed this idle connection without epoll having told us yet (its FIN may sit in the
+    /// same event batch as the request about to use it). One non-blocking peek; callers use it only for
+    /// connections idle long enough that an upstream keep-alive timeout could have hit them.
+    func peerClosedWhileIdle() -> Bool {
+        var byte: UInt8 = 0
+        let n = recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        if n == 0 { return true }
+        if n < 0 { return errno != EAGAIN && errno != EWOULDBLOCK }
+        return true   // unsolicited bytes on an idle connection: not safe to reuse either
     }
 
     @inline(__always) private func setDeadline(_ d: UInt64) {
@@ -222,8 +237,9 @@ final class UpstreamConnection: LoopHandler {
             case .end(let consumed):
                 inBuf.consume(consumed)
                 if lastHeadWasInterim { lastHeadWasInterim = false; continue }
-                // Bytes after a complete response were never asked for: don't reuse such a connection.
-                let reusable = lastHeadKeepAlive && inBuf.isEmpty && outBuf.isEmpty
+                // Bytes after a complete response were never asked for, and a FIN means the upstream is done:
+                // don't reuse such a connection.
+                let reusable = lastHeadKeepAlive && inBuf.isEmpty && outBuf.isEmpty && !sawHangup
                 c.upstreamResponseEnd(from: self, reusable: reusable)
                 return
             case .error:

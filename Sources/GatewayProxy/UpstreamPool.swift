@@ -8,6 +8,8 @@ final class UpstreamPool {
     let target: UpstreamTarget
     unowned(unsafe) var worker: ProxyWorker! = nil
     private var idle: [UpstreamConnection] = []
+    /// Connections idle at least this long are peeked at before reuse (upstream keep-alive timeouts are seconds).
+    private let staleCheckMillis: UInt64 = 1_000
 
     init(target: UpstreamTarget) { self.target = target }
 
@@ -15,6 +17,10 @@ final class UpstreamPool {
     func acquire(for client: DownstreamConnection, isHEAD: Bool) -> UpstreamConnection? {
         while let c = idle.popLast() {
             if c.isClosed { continue }
+            if worker.loop.now &- c.idleSince >= staleCheckMillis && c.peerClosedWhileIdle() {
+                c.close()
+                continue
+            }
             c.attach(client: client, isHEAD: isHEAD, reused: true)
             return c
         }
