@@ -4,7 +4,7 @@
 set -euo pipefail
 
 build_pkgs=(pkg-config libssl-dev libcbor-dev libnghttp2-dev libyaml-dev libhiredis-dev libsqlite3-dev libcurl4-openssl-dev)
-test_pkgs=(curl python3 python3-pytest)
+test_pkgs=(curl python3)
 bench_pkgs=(nginx-light wrk procps)
 
 wanted=()
@@ -21,12 +21,22 @@ missing=()
 for p in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-# A system python3 may be absent while another python3 (pyenv) with pytest is on PATH: that is enough.
-if command -v python3 >/dev/null && python3 -c 'import pytest' 2>/dev/null; then
+# Any python3 on PATH will do (a pyenv one included): don't install Debian's beside it.
+if command -v python3 >/dev/null; then
   keep=()
-  for p in "${missing[@]}"; do [[ "$p" == python3 || "$p" == python3-pytest ]] || keep+=("$p"); done
+  for p in "${missing[@]+"${missing[@]}"}"; do [[ "$p" == python3 ]] || keep+=("$p"); done
   missing=("${keep[@]+"${keep[@]}"}")
 fi
+
+# pytest for the python3 the tests run with: pip if that python has it, else Debian's package.
+ensure_pytest() {
+  python3 -c 'import pytest' 2>/dev/null && return 0
+  echo "install-deps: installing pytest"
+  python3 -m pip install --quiet pytest 2>/dev/null && return 0
+  missing+=(python3-pytest)
+}
+for group in "${@:-build}"; do [ "$group" = test ] && ensure_pytest; done
+
 if [ "${#missing[@]}" -eq 0 ]; then exit 0; fi
 
 echo "install-deps: installing ${missing[*]}"
