@@ -36,6 +36,10 @@ let package = Package(
         .target(name: "HTTP1", dependencies: ["GatewayCore"], swiftSettings: hotPath),
         .target(name: "GatewayConfig", dependencies: ["CYAML", "GatewayCore"]),
         .target(name: "GatewayCrypto", dependencies: ["COpenSSL", "GatewayCore"]),
+        .target(name: "JOSE", dependencies: ["GatewayCrypto", "GatewayCore"]),
+        .target(name: "KeySetCache", dependencies: ["GatewayCore"]),
+        .target(name: "OutboundHTTP", dependencies: ["CCurl", "GatewayCore"]),
+        .target(name: "Attestation", dependencies: ["JOSE", "GatewayCrypto", "KeySetCache", "GatewayCore"]),
 
         // Layer 3: the event loops.
         .target(name: "GatewayPosix", dependencies: ["GatewayCore", "CGatewayShims"], swiftSettings: hotPath),
@@ -43,6 +47,7 @@ let package = Package(
         // Layer 4: the request path.
         .target(name: "GatewayProxy", dependencies: [
             "GatewayCore", "Observability", "HTTP1", "GatewayConfig", "GatewayPosix", "GatewayCrypto", "CGatewayShims",
+            "Attestation", "JOSE", "KeySetCache", "OutboundHTTP",
         ], swiftSettings: hotPath),
 
         // Layer 5: the executable.
@@ -54,6 +59,11 @@ let package = Package(
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "GatewayCore"], resources: [.copy("Corpus")]),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig", "GatewayCore"]),
         .testTarget(name: "GatewayProxyTests", dependencies: ["GatewayProxy", "GatewayConfig", "HTTP1", "GatewayCore"]),
+        .testTarget(name: "GatewayCryptoTests", dependencies: ["GatewayCrypto", "GatewayCore"]),
+        .testTarget(name: "JOSETests", dependencies: ["JOSE", "GatewayCrypto", "GatewayCore"]),
+        .testTarget(name: "AttestationTests", dependencies: ["Attestation", "JOSE", "GatewayCrypto", "KeySetCache"]),
+        .testTarget(name: "KeySetCacheTests", dependencies: ["KeySetCache", "GatewayCore"]),
+        .testTarget(name: "OutboundHTTPTests", dependencies: ["OutboundHTTP", "GatewayCore"]),
         .testTarget(name: "CLibrariesTests", dependencies: [
             "COpenSSL", "CCBOR", "CNGHTTP2", "CYAML", "CHiredis", "CSQLite", "CCurl", "CGatewayShims",
         ]),

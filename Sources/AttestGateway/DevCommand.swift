@@ -1,43 +1,127 @@
 import GatewayPosix
 import GatewayProxy
 import GatewayConfig
+import JOSE
 import Observability
+import OutboundHTTP
 
 /// `attest-gateway dev …`: development helpers. Not for production.
 enum DevCommand {
     static let usage = """
-    Usage: attest-gateway dev echo --listen HOST:PORT
+    Usage:
+      attest-gateway dev echo --listen HOST:PORT
+      attest-gateway dev issuer --listen HOST:PORT [--project-number N] [--project-id ID] [--app-id ID]
+      attest-gateway dev token --issuer URL [--app-id ID] [--ttl SECONDS] [--limited-use] [--expired]
 
-    DEVELOPMENT ONLY. Starts a small HTTP/1.1 echo upstream that answers every request with 200 and a JSON
-    description of the request (method, target, headers, body size and SHA-256). The repository's gateway.yml
-    forwards to it so the quick start shows forwarding at once. Not hardened; never expose it.
+    DEVELOPMENT ONLY — never expose these.
+    echo    A small HTTP/1.1 upstream: every request gets 200 and JSON describing it (method, target, headers,
+            body size and SHA-256). The repository's gateway.yml forwards to it.
+    issuer  An App Check–shaped token issuer with a key generated at start: GET /jwks serves its key set,
+            POST /token mints an RS256 token ({"app_id","ttl","limited_use","expired"} all optional),
+            POST /rotate adds a new signing key (?retire=1 drops the old ones). Point a verifier's jwks_url at
+            http://HOST:PORT/jwks (plain http is accepted for loopback hosts only).
+    token   Asks an issuer for one token and prints it.
     """
 
     static func run(_ args: [String]) -> Int32 {
-        guard args.first == "echo" else {
-            if args.first == "--help" || args.first == "-h" { print(usage); return ExitCode.ok }
-            printErr(usage)
-            return ExitCode.usage
+        let rest = Array(args.dropFirst())
+        switch args.first {
+        case "echo": return echo(rest)
+        case "issuer": return issuer(rest)
+        case "token": return token(rest)
+        case "--help", "-h": print(usage); return ExitCode.ok
+        default: printErr(usage); return ExitCode.usage
         }
-        let options: Options
-        switch Options.parse(Array(args.dropFirst()), valued: ["--listen"]) {
-        case .success(let o): options = o
-        case .failure(let e): printErr("dev echo: \(e.message)\n\n\(usage)"); return ExitCode.usage
+    }
+
+    private static func parse(_ args: [String], valued: Set<String>, booleans: Set<String> = []) -> Options? {
+        switch Options.parse(args, valued: valued, booleans: booleans) {
+        case .success(let o): return o
+        case .failure(let e): printErr("dev: \(e.message)\n\n\(usage)"); return nil
         }
+    }
+
+    private static func listenAddress(_ options: Options) -> SocketAddress? {
+        guard let listen = options.values["--listen"], let a = ConfigValue.parseSocketAddress(listen) else {
+            printErr("dev: --listen HOST:PORT is required\n\n\(usage)")
+            return nil
+        }
+        do { return try SocketAddress.resolve(host: a.host, port: a.port) } catch {
+            printErr("dev: \(error)")
+            return nil
+        }
+    }
+
+    private static func echo(_ args: [String]) -> Int32 {
+        guard let options = parse(args, valued: ["--listen"]) else { return ExitCode.usage }
         if options.help { print(usage); return ExitCode.ok }
-        guard let listen = options.values["--listen"], let address = ConfigValue.parseSocketAddress(listen) else {
-            printErr("dev echo: --listen HOST:PORT is required\n\n\(usage)")
-            return ExitCode.usage
-        }
+        guard let address = listenAddress(options) else { return ExitCode.usage }
         do {
-            let resolved = try SocketAddress.resolve(host: address.host, port: address.port)
-            let server = try DevEchoServer(address: resolved)
-            Logger.warn("dev echo server listening (development only, not for production)", ["address": resolved.description])
+            let server = try DevServer.echo(address: address)
+            Logger.warn("dev echo server listening (development only, not for production)", ["address": address.description])
             server.run()
             return ExitCode.ok
         } catch {
             printErr("dev echo: \(error)")
             return ExitCode.failure
+        }
+    }
+
+    private static func issuer(_ args: [String]) -> Int32 {
+        guard let options = parse(args, valued: ["--listen", "--project-number", "--project-id", "--app-id"]) else {
+            return ExitCode.usage
+        }
+        if options.help { print(usage); return ExitCode.ok }
+        guard let address = listenAddress(options) else { return ExitCode.usage }
+        var o = DevIssuer.Options()
+        if let n = options.values["--project-number"] { o.projectNumber = n }
+        if let id = options.values["--project-id"] { o.projectID = id }
+        if let app = options.values["--app-id"] { o.appID = app }
+        do {
+            let issuer = try DevIssuer(options: o)
+            let server = try DevServer.issuer(address: address, issuer: issuer)
+            Logger.warn("dev App Check issuer listening (development only: anyone who reaches it can mint tokens)",
+                        ["address": address.description, "jwks_url": "http://\(address)/jwks",
+                         "project_number": o.projectNumber])
+            server.run()
+            return ExitCode.ok
+        } catch {
+            printErr("dev issuer: \(error)")
+            return ExitCode.failure
+        }
+    }
+
+    private static func token(_ args: [String]) -> Int32 {
+        guard let options = parse(args, valued: ["--issuer", "--app-id", "--ttl"], booleans: ["--limited-use", "--expired"]) else {
+            return ExitCode.usage
+        }
+        if options.help { print(usage); return ExitCode.ok }
+        guard let issuer = options.values["--issuer"] else {
+            printErr("dev token: --issuer URL is required\n\n\(usage)")
+            return ExitCode.usage
+        }
+        var members: [(String, JSONValue)] = []
+        if let app = options.values["--app-id"] { members.append(("app_id", .string(app))) }
+        if let ttl = options.values["--ttl"] {
+            guard let v = Int64(ttl), v > 0 else { printErr("dev token: --ttl must be a positive number of seconds"); return ExitCode.usage }
+            members.append(("ttl", .number(JSONNumber(v))))
+        }
+        if options.flags.contains("--limited-use") { members.append(("limited_use", .bool(true))) }
+        if options.flags.contains("--expired") { members.append(("expired", .bool(true))) }
+        let body = JSONEncoding.encode(.object(JSONObject(members)))
+        let url = issuer.hasSuffix("/") ? issuer + "token" : issuer + "/token"
+        switch CurlHTTPClient().post(url, headers: [("Content-Type", "application/json")], body: Array(body.utf8),
+                                     timeoutMillis: 5_000, maxBodyBytes: 64 * 1024) {
+        case .failure(let e):
+            printErr("dev token: \(e)")
+            return ExitCode.failure
+        case .success(let r):
+            guard r.status == 200, case .object(let o)? = try? StrictJSON.parse(r.body), case .string(let t)? = o["token"] else {
+                printErr("dev token: issuer answered HTTP \(r.status)")
+                return ExitCode.failure
+            }
+            print(t)
+            return ExitCode.ok
         }
     }
 }

@@ -65,6 +65,7 @@ enum ServeCommand {
             printErr("serve: \(error)")
             return ExitCode.failure
         }
+        runtime.verifiers.startBackgroundWork()
         let finished = Atomic<Int>(0)
         let threads = workers.map { w in
             Threads.start {
@@ -96,6 +97,7 @@ enum ServeCommand {
             for w in workers { w.loop.execute { w.forceStop() } }
         }
         for t in threads { Threads.join(t) }
+        runtime.verifiers.stopBackgroundWork()
         Logger.info("stopped")
         return ExitCode.ok
     }

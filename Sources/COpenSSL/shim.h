@@ -4,3 +4,25 @@
 #include <openssl/evp.h>
 #include <openssl/x509.h>
 #include <openssl/err.h>
+#include <openssl/rsa.h>
+#include <openssl/core_names.h>
+#include <openssl/param_build.h>
+#include <openssl/pem.h>
+#include <openssl/bn.h>
+#include <openssl/rand.h>
+
+// Function-like and composite macros that Swift does not import.
+
+/// EVP_PKEY_PUBLIC_KEY selection for EVP_PKEY_fromdata.
+static inline int shim_EVP_PKEY_PUBLIC_KEY(void) { return EVP_PKEY_PUBLIC_KEY; }
+
+/// BIO_get_mem_data: the bytes written so far to a memory BIO.
+static inline long shim_BIO_get_mem_data(BIO *bio, char **data) { return BIO_get_mem_data(bio, data); }
+
+/// BN_num_bytes.
+static inline int shim_BN_num_bytes(const BIGNUM *bn) { return BN_num_bytes(bn); }
+
+/// Parameter names as static C strings. OSSL_PARAM_BLD_push_* keeps the key *pointer* until OSSL_PARAM_BLD_to_param,
+/// so a temporary C string bridged from a Swift String would dangle; these live for the whole process.
+static inline const char *shim_OSSL_PKEY_PARAM_RSA_N(void) { return OSSL_PKEY_PARAM_RSA_N; }
+static inline const char *shim_OSSL_PKEY_PARAM_RSA_E(void) { return OSSL_PKEY_PARAM_RSA_E; }

@@ -51,7 +51,7 @@ extension ConfigLoader {
 
     static func decodeAppCheck(_ map: MappingReader) -> AppCheckVerifierConfig? {
         map.rejectUnknownKeys(allowed: ["type", "project_number", "project_id", "app_ids", "jwks_url", "jwks_file",
-                                        "jwks_max_age", "clock_skew", "header"])
+                                        "jwks_max_age", "clock_skew", "header", "verified_token_cache_size"])
         var projectNumber = map.string("project_number", required: true)
         if let number = projectNumber, ConfigValue.decimal(Substring(number)) == nil {
             map.report("must be a string of digits", key: "project_number")
@@ -67,9 +67,11 @@ extension ConfigLoader {
         let maxAge = map.duration("jwks_max_age", max: (6 * 3_600_000, "6h"))
         let skew = map.duration("clock_skew", positive: false)
         let header = map.headerName("header")
+        let cacheSize = map.int("verified_token_cache_size", min: 0)
 
         guard let projectNumber else { return nil }
         var config = AppCheckVerifierConfig(projectNumber: projectNumber)
+        if let cacheSize { config.verifiedTokenCacheSize = cacheSize }
         config.projectID = projectID
         config.appIDs = appIDs
         config.jwksFile = jwksFile

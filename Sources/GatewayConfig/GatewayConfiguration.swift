@@ -116,6 +116,9 @@ public struct AppCheckVerifierConfig: Sendable, Equatable {
     public var jwksMaxAgeMillis: Int = 6 * 3_600_000
     public var clockSkewMillis: Int = 60_000
     public var header: String = "X-Firebase-AppCheck"
+    /// Extension: verified tokens remembered per event loop (by SHA-256) so a repeated token skips the RSA check;
+    /// 0 turns the cache off.
+    public var verifiedTokenCacheSize: Int = 10_000
     public init(projectNumber: String) { self.projectNumber = projectNumber }
 }
 

@@ -4,6 +4,7 @@ import Glibc
 import GatewayCore
 import GatewayPosix
 import HTTP1
+import Attestation
 
 extension DownstreamConnection {
     // MARK: parsing requests
@@ -98,10 +99,22 @@ extension DownstreamConnection {
         }
         exchange.routeIndex = routeIndex
         let route = worker.routes[routeIndex]
+        var decision: VerificationDecision? = nil
         if route.requiresVerification {
-            // Verifiers arrive with their own issues; until then such routes refuse rather than forward unverified.
-            respondLocal(.verifierUnavailable(), close: hasBody || !head.keepAlive)
-            return
+            guard let plan = route.verification else {
+                // A verifier type that has not landed yet (or limited use before the state store): refuse rather
+                // than forward unverified.
+                respondLocal(.verifierUnavailable(), close: hasBody || !head.keepAlive)
+                return
+            }
+            let d = plan.evaluate(head, now: worker.unixNow(), caches: worker.tokenCaches[routeIndex])
+            decision = d
+            exchange.verdict = d.accessLogVerdict
+            exchange.reason = d.status
+            if !plan.monitor, let status = d.status {
+                respondLocal(.rejected(status), close: hasBody || !head.keepAlive)
+                return
+            }
         }
         exchange.bodyLimit = route.maxBodyBytes
         if case .contentLength(let n) = head.framing, n > route.maxBodyBytes {
@@ -115,8 +128,17 @@ extension DownstreamConnection {
         }
         exchange.upstream = up
         exchange.requestChunked = head.framing == .chunked
-        HeaderFilter.appendUpstreamRequestHead(head, basePath: pool.target.basePath, clientAddress: clientAddress,
-                                               to: up.outBuf)
+        if let plan = route.verification, let decision {
+            let scratch = worker.scratch
+            scratch.clear()
+            plan.appendVerdictHeaders(decision, to: scratch)
+            HeaderFilter.appendUpstreamRequestHead(head, basePath: pool.target.basePath, clientAddress: clientAddress,
+                                                   strip: plan.stripTokenHeaders ? plan.tokenHeaders : [],
+                                                   extra: scratch.readable, to: up.outBuf)
+        } else {
+            HeaderFilter.appendUpstreamRequestHead(head, basePath: pool.target.basePath, clientAddress: clientAddress,
+                                                   to: up.outBuf)
+        }
         if hasBody {
             if head.expectsContinue && head.version == .http11 {
                 // We answer 100-continue ourselves (Expect is not forwarded): the route accepted the request.
@@ -301,21 +323,22 @@ extension DownstreamConnection {
         guard log.enabled else { return }
         let routeName: [UInt8] = exchange.routeIndex >= 0 ? worker.routes[exchange.routeIndex].jsonName : Array("null".utf8)
         let bytesOut = totalWritten + outBuf.readableBytes - exchange.outMark
-        let verdict: StaticString = "none"
+        let verdict = exchange.verdict
         if let head = exchange.head {
             head.bytes.withUnsafeBytes { raw in
                 log.record(time: exchange.startMicros, route: routeName,
                            method: UnsafeRawBufferPointer(rebasing: raw[head.method]),
                            path: HeaderFilter.path(of: UnsafeRawBufferPointer(rebasing: raw[head.target])),
                            status: status, upstreamStatus: exchange.upstreamStatus, bytesIn: exchange.bytesIn,
-                           bytesOut: bytesOut, verdict: verdict)
+                           bytesOut: bytesOut, verdict: verdict, reason: exchange.reason?.code)
             }
         } else {
             let dash: StaticString = "-"
             log.record(time: exchange.startMicros, route: routeName,
                        method: UnsafeRawBufferPointer(start: dash.utf8Start, count: 1),
                        path: UnsafeRawBufferPointer(start: dash.utf8Start, count: 1),
-                       status: status, upstreamStatus: 0, bytesIn: exchange.bytesIn, bytesOut: bytesOut, verdict: verdict)
+                       status: status, upstreamStatus: 0, bytesIn: exchange.bytesIn, bytesOut: bytesOut, verdict: verdict,
+                       reason: nil)
         }
     }
 }

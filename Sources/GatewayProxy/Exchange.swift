@@ -1,3 +1,4 @@
+import Attestation
 import HTTP1
 
 /// The state of the request a client connection is serving now (one at a time; pipelined ones wait).
@@ -24,4 +25,8 @@ struct Exchange {
     var bytesIn = 0
     /// `totalWritten + outBuf.readableBytes` when the response started.
     var outMark = 0
+    /// The access log's verdict: none (route without verifiers), verified, failed, absent.
+    var verdict: StaticString = "none"
+    /// Why verification did not pass (logged; also the response's reason when enforced).
+    var reason: VerificationStatus? = nil
 }

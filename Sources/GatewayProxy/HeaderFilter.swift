@@ -98,7 +98,10 @@ enum HeaderFilter {
 
     /// Appends the request head for the upstream: request line (origin-form, base path prefixed), the client's
     /// fields minus hop-by-hop / X-Attest-* / Expect / X-Forwarded-Proto/-Host, then X-Forwarded-* and framing.
+    /// `strip`: lower-case names of further fields to drop (token headers); `extra`: complete field lines to add
+    /// (the verdict headers).
     static func appendUpstreamRequestHead(_ head: HTTP1RequestHead, basePath: [UInt8], clientAddress: [UInt8],
+                                          strip: [[UInt8]] = [], extra: UnsafeRawBufferPointer? = nil,
                                           to out: ByteBuffer) {
         head.bytes.withUnsafeBytes { raw in
             let target = originForm(UnsafeRawBufferPointer(rebasing: raw[head.target]))
@@ -115,6 +118,7 @@ enum HeaderFilter {
                 switch classify(name) {
                 case .forward:
                     if !named.isEmpty && isNamed(name, raw, named) { continue }
+                    if !strip.isEmpty && isStripped(name, strip) { continue }
                     out.append(name)
                     out.append(": " as StaticString)
                     out.append(UnsafeRawBufferPointer(rebasing: raw[field.value]))
@@ -140,8 +144,18 @@ enum HeaderFilter {
             if case .chunked = head.framing {
                 out.append("Transfer-Encoding: chunked\r\n" as StaticString)
             }
+            if let extra { out.append(extra) }
             out.append("\r\n" as StaticString)
         }
+    }
+
+    static func isStripped(_ name: UnsafeRawBufferPointer, _ strip: [[UInt8]]) -> Bool {
+        for s in strip where s.count == name.count {
+            var same = true
+            for k in 0..<s.count where Bytes.lower(name[k]) != s[k] { same = false; break }
+            if same { return true }
+        }
+        return false
     }
 
     /// The request-target in origin form: absolute-form (`http://host/p?q`) becomes `/p?q`.

@@ -1,3 +1,4 @@
+import Attestation
 import GatewayCore
 
 /// A response the gateway writes itself (routing misses, parse errors, upstream failures) — always JSON
@@ -7,6 +8,8 @@ struct LocalResponse {
     let reasonPhrase: StaticString
     let error: StaticString
     let reason: String?
+    /// Extra header lines (each ending in CRLF), e.g. WWW-Authenticate.
+    var extraHeaders: String = ""
 
     static func notFound() -> LocalResponse { .init(status: 404, reasonPhrase: "Not Found", error: "not_found", reason: nil) }
     static func verifierUnavailable() -> LocalResponse {
@@ -31,6 +34,21 @@ struct LocalResponse {
         .init(status: 503, reasonPhrase: "Service Unavailable", error: "unavailable", reason: "shutting_down")
     }
 
+    /// A verification rejection: 401/403/503 with `{"error":"unauthorized","reason":…}`; 401 also names the
+    /// scheme in WWW-Authenticate (RFC 9110 11.6.1 requires it on 401).
+    static func rejected(_ status: VerificationStatus) -> LocalResponse {
+        let phrase: StaticString = switch status.httpStatus {
+        case 403: "Forbidden"
+        case 503: "Service Unavailable"
+        default: "Unauthorized"
+        }
+        var r = LocalResponse(status: status.httpStatus, reasonPhrase: phrase, error: "unauthorized", reason: status.code)
+        if status.httpStatus == 401 {
+            r.extraHeaders = "WWW-Authenticate: AppCheck realm=\"attest-gateway\", error=\"\(status.code)\"\r\n"
+        }
+        return r
+    }
+
     /// A parser rejection: the status the parser chose and its reason code.
     static func parseError(status: Int, code: String) -> LocalResponse {
         let (phrase, error): (StaticString, StaticString) = switch status {
@@ -53,7 +71,9 @@ struct LocalResponse {
         out.appendDecimal(status)
         out.append(byte: UInt8(ascii: " "))
         out.append(reasonPhrase)
-        out.append("\r\nContent-Type: application/json\r\nContent-Length: " as StaticString)
+        out.append("\r\n" as StaticString)
+        if !extraHeaders.isEmpty { out.append(extraHeaders) }
+        out.append("Content-Type: application/json\r\nContent-Length: " as StaticString)
         out.appendDecimal(body.utf8.count)
         if close {
             out.append("\r\nConnection: close" as StaticString)

@@ -17,6 +17,7 @@ public struct UpstreamTarget: Sendable {
 public struct ProxyRuntime: Sendable {
     public let config: GatewayConfiguration
     public let routes: RouteTable
+    public let verifiers: VerifierGraph
     public let upstreams: [UpstreamTarget]
     public let listenAddresses: [SocketAddress]
     public let requestLimits: HTTP1Limits
@@ -34,7 +35,8 @@ public struct ProxyRuntime: Sendable {
 
     public init(config: GatewayConfiguration) throws(StartupError) {
         self.config = config
-        routes = RouteTable(config: config)
+        verifiers = try VerifierGraph.build(config)
+        routes = RouteTable(config: config, appCheck: verifiers.appCheck)
         var targets: [UpstreamTarget] = []
         for u in config.upstreams {
             if u.tls {

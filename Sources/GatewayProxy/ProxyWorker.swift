@@ -5,6 +5,7 @@ import GatewayCore
 import GatewayPosix
 import Observability
 import Synchronization
+import Attestation
 
 /// The process-wide cap on open client connections (`limits.max_connections`), shared by all loops.
 public final class ConnectionBudget: Sendable {
@@ -44,6 +45,10 @@ public final class ProxyWorker: @unchecked Sendable {
     let highWater: Int
     let lingerMillis: UInt64 = 2_000
     let routes: [CompiledRoute]
+    /// Per route, one verified-token cache per verifier (loop-confined, so no locks).
+    let tokenCaches: [[VerifiedTokenCache?]]
+    /// Scratch space for building header lines on this loop.
+    let scratch = ByteBuffer(capacity: 1024)
 
     public init(index: Int, runtime: ProxyRuntime, budget: ConnectionBudget, accessLog: Bool) throws(PosixError) {
         loop = try EventLoop(index: index)
@@ -54,6 +59,17 @@ public final class ProxyWorker: @unchecked Sendable {
         idleTimeout = runtime.idleTimeoutMillis
         highWater = runtime.highWaterBytes
         routes = runtime.routes.routes
+        // One cache per (loop, verifier), shared by the routes that name the verifier.
+        var byVerifier: [ObjectIdentifier: VerifiedTokenCache] = [:]
+        tokenCaches = runtime.routes.routes.map { route in
+            (route.verification?.verifiers ?? []).map { v -> VerifiedTokenCache? in
+                guard v.verifiedTokenCacheSize > 0 else { return nil }
+                if let c = byVerifier[ObjectIdentifier(v)] { return c }
+                let c = VerifiedTokenCache(capacity: v.verifiedTokenCacheSize)
+                byVerifier[ObjectIdentifier(v)] = c
+                return c
+            }
+        }
         pools = runtime.upstreams.map { UpstreamPool(target: $0) }
         for pool in pools { pool.worker = self }
         let log = self.accessLog
@@ -114,6 +130,13 @@ public final class ProxyWorker: @unchecked Sendable {
     }
 
     public var openConnections: Int { connections.count }
+
+    /// Unix seconds for token checks (wall clock: tokens carry wall-clock times).
+    @inline(__always) func unixNow() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec)
+    }
 }
 
 /// A listening socket: accepts until the queue is empty, within the connection budget.

@@ -1,3 +1,4 @@
+import Attestation
 import GatewayConfig
 import Observability
 import GatewayCore
@@ -16,6 +17,8 @@ public struct CompiledRoute: Sendable {
     public let upstreamIndex: Int
     public let verifiers: [String]
     public let maxBodyBytes: Int
+    /// Set when every verifier the route names is available; nil with verifiers means the route answers 501.
+    public let verification: RouteVerification?
 
     /// Whether this route needs a verifier that has not been built yet (answers 501 until it lands).
     public var requiresVerification: Bool { !verifiers.isEmpty }
@@ -25,7 +28,8 @@ public struct CompiledRoute: Sendable {
 public struct RouteTable: Sendable {
     public let routes: [CompiledRoute]
 
-    public init(config: GatewayConfiguration) {
+    /// `appCheck`: the built App Check verifiers by name (other verifier types are not available yet).
+    public init(config: GatewayConfiguration, appCheck: [String: AppCheckVerifier] = [:]) {
         var compiled: [CompiledRoute] = []
         for route in config.routes {
             var exact: [UInt8]?
@@ -33,6 +37,15 @@ public struct RouteTable: Sendable {
             switch route.match.path {
             case .exact(let p): exact = Array(p.utf8)
             case .prefix(let p): prefix = Array(p.utf8)
+            }
+            var verification: RouteVerification? = nil
+            let found = route.verify.compactMap { appCheck[$0] }
+            // limited_use needs the state store (replay protection), which has not landed: such routes refuse.
+            if !route.verify.isEmpty && found.count == route.verify.count && !route.limitedUse {
+                verification = RouteVerification(
+                    verifiers: found, requireAll: route.requireAll, monitor: route.mode == .monitor,
+                    stripTokenHeaders: route.stripTokenHeaders,
+                    tokenHeaders: found.map { Array($0.headerName.lowercased().utf8) })
             }
             compiled.append(CompiledRoute(
                 name: route.name,
@@ -44,7 +57,8 @@ public struct RouteTable: Sendable {
                 hostHasPort: route.match.host.map(Self.hasPort) ?? false,
                 upstreamIndex: config.upstreams.firstIndex { $0.name == route.upstream } ?? 0,
                 verifiers: route.verify,
-                maxBodyBytes: route.maxBodyBytes ?? config.limits.maxBodyBytes))
+                maxBodyBytes: route.maxBodyBytes ?? config.limits.maxBodyBytes,
+                verification: verification))
         }
         routes = compiled
     }

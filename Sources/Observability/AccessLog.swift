@@ -24,7 +24,8 @@ public final class AccessLog {
 
     /// One entry. `path` must already exclude the query string; `route` is a JSON value (`"name"` or `null`).
     public func record(time startMicros: UInt64, route: [UInt8], method: UnsafeRawBufferPointer, path: UnsafeRawBufferPointer,
-                       status: Int, upstreamStatus: Int, bytesIn: Int, bytesOut: Int, verdict: StaticString) {
+                       status: Int, upstreamStatus: Int, bytesIn: Int, bytesOut: Int, verdict: StaticString,
+                       reason: String? = nil) {
         guard enabled else { return }
         let b = buffer
         let lineStart = b.writerIndex
@@ -54,6 +55,10 @@ public final class AccessLog {
         b.append(byte: UInt8(48 + frac % 10))
         b.append(",\"verdict\":\"" as StaticString)
         b.append(verdict)
+        if let reason {
+            b.append("\",\"reason\":\"" as StaticString)
+            b.append(reason)   // a closed set of snake_case codes: nothing to escape
+        }
         b.append("\"}\n" as StaticString)
         if b.readableBytes > maxWrite { flush(upTo: lineStart) }
     }

@@ -1,0 +1,43 @@
+/// Every way a verification can end without a pass: one closed list, mapped to the HTTP status, the response
+/// body's `reason`, the log field and the metric label in one place (PROTOCOL.md "What a rejected client gets").
+public enum VerificationStatus: String, Sendable, CaseIterable {
+    case missingToken = "missing_token"
+    case malformedToken = "malformed_token"
+    case unsupportedAlgorithm = "unsupported_algorithm"
+    case unknownKey = "unknown_key"
+    case badSignature = "bad_signature"
+    case wrongIssuer = "wrong_issuer"
+    case wrongAudience = "wrong_audience"
+    case expired
+    case notYetValid = "not_yet_valid"
+    case appNotAllowed = "app_not_allowed"
+    case missingJTI = "missing_jti"
+    case tokenReplayed = "token_replayed"
+    case unknownKeyID = "unknown_key_id"
+    case badAssertion = "bad_assertion"
+    case counterNotIncreasing = "counter_not_increasing"
+    case staleTimestamp = "stale_timestamp"
+    case bodyTooLarge = "body_too_large"
+    case challengeUnknown = "challenge_unknown"
+    case jwksUnavailable = "jwks_unavailable"
+    case stateUnavailable = "state_unavailable"
+    case deviceCheckFailed = "device_check_failed"
+    case deviceCheckUnavailable = "device_check_unavailable"
+    case missingSubject = "missing_subject"
+    case unknownSubject = "unknown_subject"
+    case riskTooHigh = "risk_too_high"
+    case badReceipt = "bad_receipt"
+
+    /// 403: a valid token from an app or audience that is not allowed; 503: keys or state unavailable (the client
+    /// may retry); 401: the token is missing or invalid.
+    public var httpStatus: Int {
+        switch self {
+        case .appNotAllowed, .wrongAudience, .unknownSubject, .riskTooHigh: 403
+        case .jwksUnavailable, .stateUnavailable, .deviceCheckUnavailable: 503
+        default: 401
+        }
+    }
+
+    /// The reason code as it appears in responses, logs and metric labels.
+    public var code: String { rawValue }
+}

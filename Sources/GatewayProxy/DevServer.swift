@@ -1,0 +1,185 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import GatewayCore
+import GatewayCrypto
+import GatewayPosix
+import HTTP1
+import Observability
+
+/// What a development server does with each request: sees the head, the body in pieces, then answers.
+public protocol DevRequestHandler: AnyObject {
+    func begin(_ head: HTTP1RequestHead)
+    func body(_ bytes: UnsafeRawBufferPointer)
+    /// The complete response (status line, fields, body) for the request just ended.
+    func end() -> String
+}
+
+/// DEVELOPMENT ONLY: a small single-threaded HTTP/1.1 server for the quick start, the demo and tests (the echo
+/// upstream, the App Check token issuer). Not hardened, not for production.
+public final class DevServer: @unchecked Sendable {
+    public let loop: EventLoop
+    private var listener: DevListener?
+
+    /// `makeHandler` gives each connection its own handler.
+    public init(address: SocketAddress, makeHandler: @escaping () -> DevRequestHandler) throws(PosixError) {
+        loop = try EventLoop(index: 0)
+        let fd = try Socket.listen(on: address)
+        let l = DevListener(fd: fd, loop: loop, makeHandler: makeHandler)
+        try loop.register(fd: fd, events: IOEvents.readable, handler: l)
+        listener = l
+    }
+
+    public func run() { loop.run() }
+
+    /// The echo upstream: every request gets 200 and a JSON description of what arrived (method, target,
+    /// headers, body size and SHA-256).
+    public static func echo(address: SocketAddress) throws(PosixError) -> DevServer {
+        try DevServer(address: address) { EchoHandler() }
+    }
+}
+
+private final class DevListener: LoopHandler {
+    let fd: Int32
+    let loop: EventLoop
+    let makeHandler: () -> DevRequestHandler
+    var deadline: UInt64 { 0 }
+
+    init(fd: Int32, loop: EventLoop, makeHandler: @escaping () -> DevRequestHandler) {
+        self.fd = fd
+        self.loop = loop
+        self.makeHandler = makeHandler
+    }
+
+    func onEvents(_ events: UInt32) {
+        while let (client, _) = Socket.accept(fd) {
+            let c = DevConnection(fd: client, loop: loop, handler: makeHandler())
+            do { try loop.register(fd: client, events: IOEvents.all, handler: c) } catch { close(client); continue }
+            c.onEvents(IOEvents.readable)
+        }
+    }
+
+    func onTimeout(now: UInt64) {}
+}
+
+private final class DevConnection: LoopHandler {
+    let fd: Int32
+    let loop: EventLoop
+    let handler: DevRequestHandler
+    let inBuf = ByteBuffer(capacity: 16 * 1024)
+    let outBuf = ByteBuffer(capacity: 16 * 1024)
+    var parser = HTTP1RequestParser(limits: HTTP1Limits(maxHeaderBytes: 64 * 1024, maxHeaders: 200))
+    var head: HTTP1RequestHead?
+    var closed = false
+    var deadline: UInt64 { 0 }
+
+    init(fd: Int32, loop: EventLoop, handler: DevRequestHandler) {
+        self.fd = fd
+        self.loop = loop
+        self.handler = handler
+    }
+
+    func onEvents(_ events: UInt32) {
+        if events & IOEvents.writable != 0 { flush() }
+        while !closed {
+            inBuf.reserve(16 * 1024)
+            let n = read(fd, inBuf.writablePointer, inBuf.writableBytes)
+            if n > 0 { inBuf.didWrite(n); process(); continue }
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { break }
+            shut()
+            return
+        }
+    }
+
+    func onTimeout(now: UInt64) {}
+
+    private func process() {
+        while !closed {
+            switch parser.next(inBuf.readable) {
+            case .needMore(let c): inBuf.consume(c); flush(); return
+            case .head(let h, let c): inBuf.consume(c); head = h; handler.begin(h)
+            case .body(let r, let c):
+                handler.body(UnsafeRawBufferPointer(rebasing: inBuf.readable[r]))
+                inBuf.consume(c)
+            case .end(let c):
+                inBuf.consume(c)
+                respond()
+            case .error(let e):
+                let body = "{\"error\":\"bad_request\",\"reason\":\"\(e.code.rawValue)\"}"
+                outBuf.append("HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
+                flush()
+                shut()
+                return
+            }
+        }
+    }
+
+    private func respond() {
+        guard let h = head else { return }
+        var response = handler.end()
+        if !h.keepAlive {
+            // Mark the response as the last on this connection.
+            if let r = response.range(of: "\r\n") { response.insert(contentsOf: "\r\nConnection: close", at: r.lowerBound) }
+        } else if h.version == .http10, let r = response.range(of: "\r\n") {
+            response.insert(contentsOf: "\r\nConnection: keep-alive", at: r.lowerBound)
+        }
+        if h.methodIs("HEAD"), let end = response.range(of: "\r\n\r\n") {
+            response = String(response[..<end.upperBound])
+        }
+        outBuf.append(response)
+        head = nil
+        flush()
+        if !h.keepAlive { shut() }
+    }
+
+    private func flush() {
+        while !outBuf.isEmpty {
+            let p = outBuf.readable
+            let n = write(fd, p.baseAddress, p.count)
+            if n > 0 { outBuf.consume(n); continue }
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return }
+            shut()
+            return
+        }
+    }
+
+    private func shut() {
+        guard !closed else { return }
+        closed = true
+        loop.deregister(fd: fd)
+        close(fd)
+    }
+}
+
+/// The echo handler: hashes the body as it streams and describes the request in JSON.
+private final class EchoHandler: DevRequestHandler {
+    private var head: HTTP1RequestHead?
+    private let hasher = SHA256Hasher()
+    private var bodyBytes = 0
+
+    func begin(_ head: HTTP1RequestHead) {
+        self.head = head
+        bodyBytes = 0
+    }
+
+    func body(_ bytes: UnsafeRawBufferPointer) {
+        hasher.update(bytes)
+        bodyBytes += bytes.count
+    }
+
+    func end() -> String {
+        guard let h = head else { return "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n" }
+        var json = "{\"method\":" + JSONText.quoted(h.string(h.method))
+        json += ",\"target\":" + JSONText.quoted(h.string(h.target))
+        json += ",\"version\":\"" + (h.version == .http11 ? "HTTP/1.1" : "HTTP/1.0") + "\""
+        json += ",\"headers\":["
+        for (i, f) in h.fields.enumerated() {
+            if i > 0 { json += "," }
+            json += "[" + JSONText.quoted(h.string(f.name)) + "," + JSONText.quoted(h.string(f.value)) + "]"
+        }
+        json += "],\"body_bytes\":\(bodyBytes),\"body_sha256\":\"" + hexString(hasher.finish()) + "\"}\n"
+        return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(json.utf8.count)\r\n\r\n" + json
+    }
+}
