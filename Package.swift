@@ -58,7 +58,9 @@ let package = Package(
         // Tests mirror modules.
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "GatewayCore"], resources: [.copy("Corpus")]),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig", "GatewayCore"]),
-        .testTarget(name: "GatewayProxyTests", dependencies: ["GatewayProxy", "GatewayConfig", "HTTP1", "GatewayCore"]),
+        .testTarget(name: "GatewayProxyTests", dependencies: [
+            "GatewayProxy", "GatewayConfig", "HTTP1", "GatewayCore", "Attestation", "JOSE", "GatewayCrypto", "KeySetCache",
+        ]),
         .testTarget(name: "GatewayCryptoTests", dependencies: ["GatewayCrypto", "GatewayCore"]),
         .testTarget(name: "JOSETests", dependencies: ["JOSE", "GatewayCrypto", "GatewayCore"]),
         .testTarget(name: "AttestationTests", dependencies: ["Attestation", "JOSE", "GatewayCrypto", "KeySetCache"]),

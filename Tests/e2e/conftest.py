@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import upstreams as U
-from harness import GATEWAY_BIN, DevEcho, Gateway, free_port
+from harness import GATEWAY_BIN, DevEcho, DevIssuer, Gateway, free_port
 
 DEFAULT_TEST_TIMEOUT = 120
 
@@ -89,6 +89,12 @@ class _Factory:
         self.items.append(d)
         return d
 
+    def dev_issuer(self, **kw) -> DevIssuer:
+        self.n += 1
+        d = DevIssuer(self.binary, self.tmp / f"issuer{self.n}", **kw)
+        self.items.append(d)
+        return d
+
     def teardown(self) -> None:
         for item in self.items:
             if isinstance(item, U.Upstream) and item.errors:
@@ -129,5 +135,11 @@ def start_upstream(factory):
 @pytest.fixture
 def start_dev_echo(factory):
     return factory.dev_echo
+
+
+@pytest.fixture
+def start_dev_issuer(factory):
+    """start_dev_issuer(project_number=None, project_id=None, app_id=None) -> harness.DevIssuer."""
+    return factory.dev_issuer
 
 

@@ -230,3 +230,126 @@ def assert_json_error(resp: U.Resp, status: int, require_reason: bool = True) ->
     if require_reason:
         assert isinstance(doc.get("reason"), str) and doc["reason"], f"error body has no reason: {resp.body[:300]!r}"
     return doc
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# App Check: the binary's development issuer and token helpers (stdlib only).
+
+import base64 as _b64
+import urllib.request as _urlreq
+
+_NO_PROXY = _urlreq.build_opener(_urlreq.ProxyHandler({}))   # loopback only: never through an environment proxy
+
+
+def b64url(data: bytes) -> str:
+    return _b64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def b64url_decode(text: str) -> bytes:
+    return _b64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def jwt_parts(token: str) -> tuple[dict, dict, str]:
+    """(header, claims, signature segment) of a compact JWS, without verifying anything."""
+    h, p, s = token.split(".")
+    return json.loads(b64url_decode(h)), json.loads(b64url_decode(p)), s
+
+
+def jwt_encode_segment(obj: dict) -> str:
+    return b64url(json.dumps(obj, separators=(",", ":")).encode())
+
+
+class DevIssuer:
+    """``attest-gateway dev issuer`` in its own process group (killed by that group id)."""
+
+    def __init__(self, binary: str, workdir: Path, project_number: str | None = None, project_id: str | None = None,
+                 app_id: str | None = None):
+        self.port = free_port()
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.stderr_path = workdir / "dev-issuer.stderr"
+        self._err = open(self.stderr_path, "wb")
+        args = [binary, "dev", "issuer", "--listen", f"127.0.0.1:{self.port}"]
+        if project_number is not None:
+            args += ["--project-number", project_number]
+        if project_id is not None:
+            args += ["--project-id", project_id]
+        if app_id is not None:
+            args += ["--app-id", app_id]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self._err, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        try:
+            wait_listening(self.port, self.proc, 10.0, "attest-gateway dev issuer")
+        except Exception:
+            self.kill()
+            raise
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def jwks_url(self) -> str:
+        return self.url + "/jwks"
+
+    def _call(self, method: str, path: str, body: dict | None = None) -> dict:
+        data = json.dumps(body).encode() if body is not None else None
+        req = _urlreq.Request(self.url + path, data=data, method=method)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        with _NO_PROXY.open(req, timeout=5) as r:
+            return json.loads(r.read())
+
+    def token(self, **kw) -> str:
+        """kw: app_id, ttl, limited_use, expired (as POST /token takes them)."""
+        return self._call("POST", "/token", kw or None)["token"]
+
+    def jwks(self) -> dict:
+        return self._call("GET", "/jwks")
+
+    def rotate(self, retire: bool = False) -> str:
+        return self._call("POST", "/rotate" + ("?retire=1" if retire else ""), None)["kid"]
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)   # the group this helper started, by its id
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            self._err.close()
+        except OSError:
+            pass
+
+
+def app_check_verifier(jwks_url: str, **extra) -> dict:
+    """A verifier entry for gateway_config(verifiers=...) with the dev issuer's default project."""
+    v = {"type": "app_check", "project_number": "123456789012", "project_id": "demo-project", "jwks_url": jwks_url,
+         "clock_skew": "60s"}
+    v.update(extra)
+    return v
+
+
+def http_get(path: str, headers: list[tuple[str, str]] = (), host: str = "gw.test") -> bytes:
+    out = f"GET {path} HTTP/1.1\r\nHost: {host}\r\n"
+    for k, v in headers:
+        out += f"{k}: {v}\r\n"
+    return (out + "\r\n").encode("latin-1")
+
+
+def wait_gateway_accepts(port: int, path: str, header: str, token: str, timeout: float = 10.0) -> None:
+    """Polls with a valid token until 200 (the key set is fetched in the background at start)."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            r = U.one_shot(port, http_get(path, [(header, token)]), timeout=5)
+            last = (r.status, r.body[:200]) if r else None
+            if r is not None and r.status == 200:
+                return
+        except OSError as e:
+            last = repr(e)
+        time.sleep(0.1)
+    raise AssertionError(f"gateway on {port} did not accept a valid token within {timeout}s (last: {last})")
