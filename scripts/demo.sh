@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make demo`: the whole story in one minute, on loopback ports 18080 (gateway) and 13000 (dev echo upstream).
+# `make demo`: the whole story in a minute, on loopback ports 18080 (gateway), 13000 (dev echo upstream) and
+# 13100 (dev App Check issuer). Everything it starts stops when it ends.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${GATEWAY_BIN:-.build/release/attest-gateway}
@@ -15,51 +16,89 @@ state: {backend: memory}
 upstreams:
   api: {url: "http://127.0.0.1:13000"}
 verifiers:
-  firebase: {type: app_check, project_number: "123456789012", jwks_file: jwks.json}
+  firebase:
+    type: app_check
+    project_number: "123456789012"
+    project_id: demo-project
+    jwks_url: http://127.0.0.1:13100/jwks     # the dev issuer; in production leave jwks_url out (Google's)
 routes:
-  - {name: payments, match: {path_prefix: /api/payments, methods: [POST]}, upstream: api, verify: [firebase]}
+  - {name: payments, match: {path_prefix: /api/payments}, upstream: api, verify: [firebase]}
+  - {name: catalog, match: {path_prefix: /api/catalog}, upstream: api, verify: [firebase], mode: monitor}
   - {name: public, match: {path_prefix: /}, upstream: api, verify: []}
 YAML
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-show() { printf '$ %s\n' "$*"; "$@"; echo; }
+# Prints the status line, the reason (for rejections) and which X-Attest-* headers the upstream received.
+call() {
+  local out
+  out=$(curl -s -w '\n%{http_code}' "$@")
+  local code=${out##*$'\n'} body=${out%$'\n'*}
+  if [[ "$body" == *'"headers"'* ]]; then
+    echo "  -> $code, forwarded; the upstream saw:"
+    python3 -c 'import json,sys; d=json.loads(sys.argv[1]); [print("       %s: %s" % (k, v if len(v) < 60 else v[:40] + "…")) for k, v in d["headers"] if k.lower().startswith(("x-attest", "x-firebase", "x-forwarded-for"))]' "$body"
+  else
+    echo "  -> $code $body"
+  fi
+}
 
-step "1. validate the configuration (errors would name file:line:col and the YAML path)"
-show "$BIN" check-config --config "$tmp/gateway.yml"
-printf 'routes:\n  - {match: {path: /x}, upstream: apii}\nversion: 1\nlistenerz: []\n' > "$tmp/bad.yml"
-echo "\$ $BIN check-config --config bad.yml"
+step "1. validate the configuration (errors name file:line:col and the YAML path)"
+"$BIN" check-config --config "$tmp/gateway.yml"
+printf 'version: 1\nlisteners: [{address: 127.0.0.1:1}]\nupstreams: {api: {url: "http://127.0.0.1:2"}}\nroutes:\n  - {match: {path: /x}, upstream: apii, verify: [firebas]}\n' > "$tmp/bad.yml"
+echo "\$ attest-gateway check-config --config bad.yml"
 "$BIN" check-config --config "$tmp/bad.yml" 2>&1 | sed "s|$tmp/||" || true
 
-step "2. start the dev echo upstream and the gateway"
+step "2. start the dev echo upstream, the dev App Check issuer and the gateway"
 "$BIN" dev echo --listen 127.0.0.1:13000 2>/dev/null & pids+=($!)
+"$BIN" dev issuer --listen 127.0.0.1:13100 2>/dev/null & pids+=($!)
+for _ in $(seq 50); do curl -s -o /dev/null http://127.0.0.1:13100/jwks && break; sleep 0.1; done
 "$BIN" serve --config "$tmp/gateway.yml" --workers 2 > "$tmp/access.log" 2> "$tmp/gateway.err" & gw=$!; pids+=($gw)
-for _ in $(seq 50); do curl -s -o /dev/null http://127.0.0.1:18080/ && break; sleep 0.1; done
+for _ in $(seq 50); do grep -q "jwks loaded" "$tmp/gateway.err" 2>/dev/null && break; sleep 0.1; done
 cat "$tmp/gateway.err"
 
-step "3. a request is forwarded; the upstream sees X-Forwarded-*, never a client's forged X-Attest-*"
-show curl -s http://127.0.0.1:18080/hello?user=42 -H 'X-Attest-Verdict: verified'
+token=$("$BIN" dev token --issuer http://127.0.0.1:13100)
+expired=$("$BIN" dev token --issuer http://127.0.0.1:13100 --expired)
+# A forgery: the real header and claims with another app id, keeping the real signature.
+forged=$(python3 - "$token" <<'PY'
+import base64, json, sys
+h, p, s = sys.argv[1].split(".")
+claims = json.loads(base64.urlsafe_b64decode(p + "=" * (-len(p) % 4)))
+claims["sub"] = "1:123456789012:ios:attacker"
+p2 = base64.urlsafe_b64encode(json.dumps(claims, separators=(",", ":")).encode()).rstrip(b"=").decode()
+print(h + "." + p2 + "." + s)
+PY
+)
 
-step "4. bodies stream through unchanged (chunked upload, SHA-256 compared at the upstream)"
-head -c 1000000 /dev/urandom > "$tmp/body"
-echo "local sha256: $(sha256sum "$tmp/body" | cut -d' ' -f1)"
-curl -s -H 'Transfer-Encoding: chunked' --data-binary @"$tmp/body" http://127.0.0.1:18080/upload | grep -o '"body_bytes":[0-9]*,"body_sha256":"[0-9a-f]*"'
+step "3. a valid App Check token: forwarded without the token, with the verdict headers"
+call -X POST http://127.0.0.1:18080/api/payments -H "X-Firebase-AppCheck: $token" -d '{"amount":42}'
 
-step "5. a request-smuggling attempt (Content-Length + Transfer-Encoding) is refused before the upstream"
-printf 'POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n' > "$tmp/smuggle"
-python3 - "$tmp/smuggle" <<'PY'
-import socket, sys
+step "4. no token: 401 missing_token, the upstream never sees the request"
+call -X POST http://127.0.0.1:18080/api/payments -d '{"amount":42}'
+
+step "5. an expired token: 401 expired"
+call -X POST http://127.0.0.1:18080/api/payments -H "X-Firebase-AppCheck: $expired" -d '{}'
+
+step "6. a forged token (claims changed, signature kept): 401 bad_signature"
+call -X POST http://127.0.0.1:18080/api/payments -H "X-Firebase-AppCheck: $forged" -d '{}'
+
+step "7. monitor mode (route 'catalog'): never rejects, tells the upstream the verdict"
+call http://127.0.0.1:18080/api/catalog/items -H "X-Firebase-AppCheck: $expired"
+
+step "8. a client claiming 'X-Attest-Verdict: verified' without a token: the upstream sees the truth"
+call http://127.0.0.1:18080/api/catalog/items -H "X-Attest-Verdict: verified"
+
+step "9. strict HTTP: a request-smuggling attempt (Content-Length + Transfer-Encoding) is refused"
+python3 - <<'PY'
+import socket
 s = socket.create_connection(("127.0.0.1", 18080), timeout=5)
-s.sendall(open(sys.argv[1], "rb").read())
-print(s.recv(4096).decode())
+s.sendall(b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+reply = s.recv(4096).decode()
+print("  ->", reply.split("\r\n")[0], reply.split("\r\n\r\n", 1)[-1])
 PY
 
-step "6. a route that requires App Check refuses until verification lands (never forwards unverified)"
-show curl -s -i -X POST http://127.0.0.1:18080/api/payments -d '{}'
-
-step "7. the access log: one JSON line per request, no query strings, no tokens"
+step "10. the access log: one JSON line per request with verdict and reason — never a token or a query string"
 sleep 0.2
 cat "$tmp/access.log"
+if grep -q "${token##*.}" "$tmp/access.log"; then echo "!! token found in the access log"; exit 1; fi
 
-step "8. SIGTERM drains and exits 0"
+step "11. SIGTERM drains and exits 0"
 kill -TERM "$gw"; wait "$gw"; echo "gateway exit code: $?"
-tail -2 "$tmp/gateway.err"
