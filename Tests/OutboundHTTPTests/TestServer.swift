@@ -5,7 +5,12 @@ import Glibc
 
 /// The Python server the tests talk to: plain HTTP, or HTTPS when given a certificate and key.
 let serverScript = #"""
-import http.server, ssl, sys, time
+import http.server, os, signal, ssl, sys, threading
+
+# Spawned from a thread that blocks most signals, so the mask is inherited: unblock it. And never outlive
+# a crashed test run by more than a minute.
+signal.pthread_sigmask(signal.SIG_SETMASK, [])
+threading.Timer(60, lambda: os._exit(0)).start()
 
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -106,7 +111,7 @@ final class TestServer {
         }
         guard let port = Int(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
         else {
-            process.terminate()
+            kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
             throw TestSetupError(description: "test server did not start")
         }
@@ -116,8 +121,10 @@ final class TestServer {
     var base: String { "http://127.0.0.1:\(port)" }
     var tlsBase: String { "https://127.0.0.1:\(port)" }
 
+    /// SIGKILL: the child may have inherited a mask blocking SIGTERM (Foundation spawns from dispatch
+    /// threads that block most signals), and SIGKILL cannot be blocked.
     func stop() {
-        process.terminate()
+        kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
     }
 }
