@@ -57,7 +57,7 @@ enum DevCommand {
         if options.help { print(usage); return ExitCode.ok }
         guard let address = listenAddress(options) else { return ExitCode.usage }
         do {
-            let server = try DevServer.echo(address: address)
+            let server = try SmallHTTPServer.devEcho(address: address)
             Logger.warn("dev echo server listening (development only, not for production)", ["address": address.description])
             server.run()
             return ExitCode.ok
@@ -79,7 +79,7 @@ enum DevCommand {
         if let app = options.values["--app-id"] { o.appID = app }
         do {
             let issuer = try DevIssuer(options: o)
-            let server = try DevServer.issuer(address: address, issuer: issuer)
+            let server = try SmallHTTPServer.devIssuer(address: address, issuer: issuer)
             Logger.warn("dev App Check issuer listening (development only: anyone who reaches it can mint tokens)",
                         ["address": address.description, "jwks_url": "http://\(address)/jwks",
                          "project_number": o.projectNumber])

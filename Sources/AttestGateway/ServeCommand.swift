@@ -65,8 +65,20 @@ enum ServeCommand {
             printErr("serve: \(error)")
             return ExitCode.failure
         }
+        var admin: SmallHTTPServer? = nil
+        if let a = config.admin {
+            do {
+                let address = try SocketAddress.resolve(host: a.address.host, port: a.address.port)
+                admin = try SmallHTTPServer.admin(address: address, verifiers: runtime.verifiers)
+                Logger.info("admin listening", ["address": address.description, "endpoints": "/healthz /readyz"])
+            } catch {
+                printErr("serve: admin.address: \(error)")
+                return ExitCode.failure
+            }
+        }
         runtime.verifiers.startBackgroundWork()
         let finished = Atomic<Int>(0)
+        let adminThread = admin.map { server in Threads.start { server.run() } }
         let threads = workers.map { w in
             Threads.start {
                 w.run()
@@ -97,6 +109,10 @@ enum ServeCommand {
             for w in workers { w.loop.execute { w.forceStop() } }
         }
         for t in threads { Threads.join(t) }
+        if let admin, let adminThread {
+            admin.loop.execute { admin.loop.stop() }
+            Threads.join(adminThread)
+        }
         runtime.verifiers.stopBackgroundWork()
         Logger.info("stopped")
         return ExitCode.ok

@@ -75,7 +75,7 @@ public final class DevIssuer: Sendable {
 }
 
 /// Serves a `DevIssuer` over HTTP (one handler per connection).
-final class DevIssuerHandler: DevRequestHandler {
+final class DevIssuerHandler: SmallHTTPHandler {
     let issuer: DevIssuer
     private var head: HTTP1RequestHead?
     private var body: [UInt8] = []
@@ -133,10 +133,10 @@ final class DevIssuerHandler: DevRequestHandler {
     }
 }
 
-extension DevServer {
+extension SmallHTTPServer {
     /// The development App Check issuer on `address`.
-    public static func issuer(address: SocketAddress, issuer: DevIssuer) throws(PosixError) -> DevServer {
-        try DevServer(address: address) { DevIssuerHandler(issuer: issuer) }
+    public static func devIssuer(address: SocketAddress, issuer: DevIssuer) throws(PosixError) -> SmallHTTPServer {
+        try SmallHTTPServer(address: address) { DevIssuerHandler(issuer: issuer) }
     }
 }
 

@@ -8,44 +8,41 @@ import HTTP1
 import Observability
 
 /// What a development server does with each request: sees the head, the body in pieces, then answers.
-public protocol DevRequestHandler: AnyObject {
+public protocol SmallHTTPHandler: AnyObject {
     func begin(_ head: HTTP1RequestHead)
     func body(_ bytes: UnsafeRawBufferPointer)
     /// The complete response (status line, fields, body) for the request just ended.
     func end() -> String
 }
 
-/// DEVELOPMENT ONLY: a small single-threaded HTTP/1.1 server for the quick start, the demo and tests (the echo
-/// upstream, the App Check token issuer). Not hardened, not for production.
-public final class DevServer: @unchecked Sendable {
+/// A small single-threaded HTTP/1.1 server for low-traffic control endpoints: the admin listener and the
+/// development tools (echo upstream, App Check issuer). It parses with the same strict parser as the request
+/// path but buffers responses whole and has no timeouts or limits of its own: never for the request path, and
+/// the development handlers never for production.
+public final class SmallHTTPServer: @unchecked Sendable {
     public let loop: EventLoop
-    private var listener: DevListener?
+    private var listener: SmallHTTPListener?
 
     /// `makeHandler` gives each connection its own handler.
-    public init(address: SocketAddress, makeHandler: @escaping () -> DevRequestHandler) throws(PosixError) {
+    public init(address: SocketAddress, makeHandler: @escaping () -> SmallHTTPHandler) throws(PosixError) {
         loop = try EventLoop(index: 0)
         let fd = try Socket.listen(on: address)
-        let l = DevListener(fd: fd, loop: loop, makeHandler: makeHandler)
+        let l = SmallHTTPListener(fd: fd, loop: loop, makeHandler: makeHandler)
         try loop.register(fd: fd, events: IOEvents.readable, handler: l)
         listener = l
     }
 
     public func run() { loop.run() }
 
-    /// The echo upstream: every request gets 200 and a JSON description of what arrived (method, target,
-    /// headers, body size and SHA-256).
-    public static func echo(address: SocketAddress) throws(PosixError) -> DevServer {
-        try DevServer(address: address) { EchoHandler() }
-    }
 }
 
-private final class DevListener: LoopHandler {
+private final class SmallHTTPListener: LoopHandler {
     let fd: Int32
     let loop: EventLoop
-    let makeHandler: () -> DevRequestHandler
+    let makeHandler: () -> SmallHTTPHandler
     var deadline: UInt64 { 0 }
 
-    init(fd: Int32, loop: EventLoop, makeHandler: @escaping () -> DevRequestHandler) {
+    init(fd: Int32, loop: EventLoop, makeHandler: @escaping () -> SmallHTTPHandler) {
         self.fd = fd
         self.loop = loop
         self.makeHandler = makeHandler
@@ -53,7 +50,7 @@ private final class DevListener: LoopHandler {
 
     func onEvents(_ events: UInt32) {
         while let (client, _) = Socket.accept(fd) {
-            let c = DevConnection(fd: client, loop: loop, handler: makeHandler())
+            let c = SmallHTTPConnection(fd: client, loop: loop, handler: makeHandler())
             do { try loop.register(fd: client, events: IOEvents.all, handler: c) } catch { close(client); continue }
             c.onEvents(IOEvents.readable)
         }
@@ -62,10 +59,10 @@ private final class DevListener: LoopHandler {
     func onTimeout(now: UInt64) {}
 }
 
-private final class DevConnection: LoopHandler {
+private final class SmallHTTPConnection: LoopHandler {
     let fd: Int32
     let loop: EventLoop
-    let handler: DevRequestHandler
+    let handler: SmallHTTPHandler
     let inBuf = ByteBuffer(capacity: 16 * 1024)
     let outBuf = ByteBuffer(capacity: 16 * 1024)
     var parser = HTTP1RequestParser(limits: HTTP1Limits(maxHeaderBytes: 64 * 1024, maxHeaders: 200))
@@ -73,7 +70,7 @@ private final class DevConnection: LoopHandler {
     var closed = false
     var deadline: UInt64 { 0 }
 
-    init(fd: Int32, loop: EventLoop, handler: DevRequestHandler) {
+    init(fd: Int32, loop: EventLoop, handler: SmallHTTPHandler) {
         self.fd = fd
         self.loop = loop
         self.handler = handler
@@ -153,33 +150,3 @@ private final class DevConnection: LoopHandler {
     }
 }
 
-/// The echo handler: hashes the body as it streams and describes the request in JSON.
-private final class EchoHandler: DevRequestHandler {
-    private var head: HTTP1RequestHead?
-    private let hasher = SHA256Hasher()
-    private var bodyBytes = 0
-
-    func begin(_ head: HTTP1RequestHead) {
-        self.head = head
-        bodyBytes = 0
-    }
-
-    func body(_ bytes: UnsafeRawBufferPointer) {
-        hasher.update(bytes)
-        bodyBytes += bytes.count
-    }
-
-    func end() -> String {
-        guard let h = head else { return "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n" }
-        var json = "{\"method\":" + JSONText.quoted(h.string(h.method))
-        json += ",\"target\":" + JSONText.quoted(h.string(h.target))
-        json += ",\"version\":\"" + (h.version == .http11 ? "HTTP/1.1" : "HTTP/1.0") + "\""
-        json += ",\"headers\":["
-        for (i, f) in h.fields.enumerated() {
-            if i > 0 { json += "," }
-            json += "[" + JSONText.quoted(h.string(f.name)) + "," + JSONText.quoted(h.string(f.value)) + "]"
-        }
-        json += "],\"body_bytes\":\(bodyBytes),\"body_sha256\":\"" + hexString(hasher.finish()) + "\"}\n"
-        return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(json.utf8.count)\r\n\r\n" + json
-    }
-}

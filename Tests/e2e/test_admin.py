@@ -1,0 +1,61 @@
+"""The admin listener: /healthz always, /readyz only once every App Check key set has loaded."""
+
+import json
+import time
+import urllib.request
+
+import harness as H
+from harness import free_port, gateway_config
+
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _get(port: int, path: str) -> tuple[int, dict]:
+    try:
+        with _NO_PROXY.open(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def _config_with_admin(gport: int, aport: int, upstream_url: str, jwks_url: str) -> str:
+    cfg = gateway_config(gport, {"api": upstream_url}, verifiers={"fb": H.app_check_verifier(jwks_url)},
+                         routes=[{"name": "api", "match": {"path_prefix": "/"}, "upstream": "api", "verify": ["fb"]}])
+    return cfg + f"admin:\n  address: 127.0.0.1:{aport}\n"
+
+
+def test_readyz_waits_for_the_key_set(start_gateway, start_upstream):
+    up = start_upstream("echo")
+    issuer_port = free_port()   # nothing listens here yet: the key set cannot load
+    aport = free_port()
+    start_gateway(_config_with_admin(free_port(), aport, up.url, f"http://127.0.0.1:{issuer_port}/jwks"))
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            status, body = _get(aport, "/healthz")
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "admin listener never answered"
+            time.sleep(0.1)
+    assert status == 200 and body == {"status": "ok"}
+    status, body = _get(aport, "/readyz")
+    assert status == 503 and body == {"ready": False, "waiting_for": ["jwks:fb"]}
+    assert _get(aport, "/metrics")[0] == 404
+
+
+def test_readyz_is_ready_once_keys_loaded(start_gateway, start_upstream, start_dev_issuer):
+    up = start_upstream("echo")
+    issuer = start_dev_issuer()
+    aport = free_port()
+    start_gateway(_config_with_admin(free_port(), aport, up.url, issuer.jwks_url))
+    deadline = time.monotonic() + 10
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = _get(aport, "/readyz")
+            if last[0] == 200:
+                break
+        except OSError:
+            pass
+        time.sleep(0.1)
+    assert last == (200, {"ready": True})
