@@ -1,27 +1,43 @@
 #!/usr/bin/env bash
-# Benchmarks attest-gateway as an HTTP/1.1 reverse proxy against nginx proxy_pass, on loopback.
+# Benchmarks attest-gateway as an HTTP/1.1 reverse proxy against nginx proxy_pass and HAProxy, on loopback.
 #
-#   upstream : nginx `return 200 "<50-byte body>"`, 1 worker, pinned to core 1
-#   proxy    : attest-gateway (--workers 1, access log on, to /dev/null)   | nginx proxy_pass (1 worker, keepalive 256)
-#              pinned to core 0, measured one after the other (never at the same time)
-#   load     : wrk -t1 -c64 --latency, pinned to core 1 (shared with the upstream)
+#   upstream : nginx `return 200 "<48-byte body>"`, 1 worker, pinned to core 1
+#   proxies  : pinned to core 0, all running side by side but loaded one after the other (never at the same time)
+#     nginx            nginx proxy_pass (1 worker, keepalive 256), no token             (baseline)
+#     attest-gateway   attest-gateway --workers 1, route verify: [] , no token           (plain proxy path)
+#     gw-rs256-distinct  attest-gateway with an app_check verifier (RS256, jwks_file), a different token per request
+#     gw-rs256-repeated  the same gateway, one token in every request (its verified-token cache answers)
+#     haproxy-distinct   HAProxy (Debian's 2.6) jwt_verify + claim ACLs, nbthread 1, a different token per request
+#     haproxy-repeated   the same HAProxy, one token in every request (HAProxy has no verification cache)
+#   load     : wrk -t1 -c64 --latency, pinned to core 1 (shared with the upstream); the distinct rows use
+#              scripts/bench/tokens.lua (next token of a list per request), the repeated rows a fixed -H header
+#   tokens   : scripts/bench/mint_tokens.py: a fresh RSA-2048 key per invocation, Firebase App Check claims
 #
-# For each proxy: requests/s, p50/p99 latency, and CPU µs per request = Δ(utime+stime) of the proxy process
+# For each row: requests/s, p50/p99 latency, and CPU µs per request = Δ(utime+stime) of the proxy process
 # (/proc/<pid>/stat, all threads) / requests completed. CPU µs/req is the stable figure on a shared machine.
 #
 # Environment: GATEWAY_BIN (default .build/release/attest-gateway), NGINX_BIN (default: nginx on PATH or
-# /usr/sbin/nginx), BENCH_SECONDS (10), BENCH_ROUNDS (3), BENCH_WARMUP_SECONDS (2), BENCH_CONNECTIONS (64).
+# /usr/sbin/nginx), HAPROXY_BIN (default: haproxy on PATH or /usr/sbin/haproxy), BENCH_SECONDS (10),
+# BENCH_ROUNDS (3), BENCH_WARMUP_SECONDS (1), BENCH_CONNECTIONS (64), BENCH_TOKENS (distinct tokens to mint,
+# default 22000 x BENCH_SECONDS, at least 20000: a measured run above 22k req/s wraps the list, which is reported), BENCH_RS256 (1; 0 skips the four token rows and HAProxy).
 # Exits non-zero only when something fails to start; missing the targets is reported, never asserted.
 set -euo pipefail
 
 GATEWAY_BIN=${GATEWAY_BIN:-.build/release/attest-gateway}
 NGINX_BIN=${NGINX_BIN:-$(command -v nginx || echo /usr/sbin/nginx)}
+HAPROXY_BIN=${HAPROXY_BIN:-$(command -v haproxy || echo /usr/sbin/haproxy)}
 SECONDS_PER_RUN=${BENCH_SECONDS:-10}
 ROUNDS=${BENCH_ROUNDS:-3}
-WARMUP=${BENCH_WARMUP_SECONDS:-2}
+WARMUP=${BENCH_WARMUP_SECONDS:-1}
 CONNS=${BENCH_CONNECTIONS:-64}
+RS256=${BENCH_RS256:-1}
+TOKENS=${BENCH_TOKENS:-$(( SECONDS_PER_RUN * 22000 > 20000 ? SECONDS_PER_RUN * 22000 : 20000 ))}
 TARGET_CPU_RATIO=0.8   # gateway CPU µs/req ÷ nginx CPU µs/req must be ≤ this
 TARGET_RPS_RATIO=1.2   # gateway req/s ÷ nginx req/s must be ≥ this
+TARGET_DISTINCT=1.5    # gw-rs256-distinct req/s ÷ haproxy-distinct req/s must be ≥ this
+TARGET_REPEATED=1.0    # gw-rs256-repeated req/s ÷ nginx (proxy_pass, no token) req/s must be ≥ this
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TOKEN_PROJECT_NUMBER=123456789012   # must match scripts/bench/mint_tokens.py
 
 die() { echo "bench: ERROR: $*" >&2; exit 1; }
 loud() { echo; echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"; echo "!!! $*"; echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"; echo; }
@@ -31,6 +47,15 @@ for tool in wrk taskset getconf awk sort timeout; do
 done
 [ -x "$NGINX_BIN" ] || die "nginx not found at $NGINX_BIN (run: scripts/install-deps.sh bench)"
 [ -x "$GATEWAY_BIN" ] || die "gateway binary $GATEWAY_BIN not found or not executable (run: make build)"
+if [ "$RS256" = 1 ]; then
+  [ -x "$HAPROXY_BIN" ] || die "haproxy not found at $HAPROXY_BIN (run: scripts/install-deps.sh bench)"
+  command -v python3 >/dev/null || die "python3 not found (the token minter needs it)"
+  if ! python3 -c 'import cryptography' 2>/dev/null; then
+    echo "bench: installing python cryptography (token minter)"
+    python3 -m pip install --quiet cryptography || die "python3 -m pip install cryptography failed"
+  fi
+  [ -f "$HERE/bench/mint_tokens.py" ] && [ -f "$HERE/bench/tokens.lua" ] || die "scripts/bench/ helpers missing"
+fi
 [ "$(nproc)" -ge 2 ] || die "needs at least 2 cores for the pinning (core 0: proxy, core 1: wrk + upstream)"
 
 TMP=$(mktemp -d /tmp/attest-bench.XXXXXX)
@@ -67,7 +92,7 @@ wait_port() {
   die "$3 did not listen on 127.0.0.1:$1 within 10 s"
 }
 
-UPORT=$(free_port); GPORT=$(free_port); NPORT=$(free_port)
+UPORT=$(free_port); GPORT=$(free_port); NPORT=$(free_port); VPORT=$(free_port); HPORT=$(free_port)
 CLK_TCK=$(getconf CLK_TCK)
 BODY='attest-gateway bench upstream: 50-byte body ok.\n'   # 47 characters + newline = 48 bytes
 
@@ -120,6 +145,61 @@ routes:
   - {name: bench, match: {path_prefix: /}, upstream: api, verify: []}
 EOF
 
+if [ "$RS256" = 1 ]; then
+  mkdir -p "$TMP/tokens" "$TMP/haproxy"
+  echo "bench: minting an RSA-2048 key and $TOKENS distinct RS256 tokens ($(nproc) processes)..."
+  python3 "$HERE/bench/mint_tokens.py" "$TMP/tokens" "$TOKENS" || die "token minting failed"
+  sync   # write the token file back now, not during the first measured runs
+  REPEATED_TOKEN=$(cat "$TMP/tokens/repeated.jwt"); BAD_TOKEN=$(cat "$TMP/tokens/bad.jwt")
+  FIRST_DISTINCT=$(head -n 1 "$TMP/tokens/distinct.jwt")
+  cat > "$TMP/gateway-rs256.yml" <<EOF
+version: 1
+listeners: [{address: 127.0.0.1:$VPORT}]
+state: {backend: memory}
+upstreams:
+  api: {url: "http://127.0.0.1:$UPORT", max_idle_connections: 256}
+verifiers:
+  fb: {type: app_check, project_number: "$TOKEN_PROJECT_NUMBER", project_id: demo-project, jwks_file: $TMP/tokens/jwks.json}
+routes:
+  - {name: bench, match: {path_prefix: /}, upstream: api, verify: [fb]}
+EOF
+  # HAProxy 2.6: no JWKS, no claim checks of its own: the key is a PEM file, each claim is an ACL. Every
+  # jwt_* converter call decodes the token again; jwt_verify returns 1 only for a good signature.
+  cat > "$TMP/haproxy/haproxy.cfg" <<EOF
+global
+  nbthread 1
+  maxconn 8192
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 75s
+  timeout server 75s
+  timeout http-keep-alive 75s
+  option http-keep-alive
+  http-reuse always
+frontend fe
+  bind 127.0.0.1:$HPORT
+  http-request set-var(txn.bearer) req.hdr(X-Firebase-AppCheck)
+  http-request set-var(txn.now) date()
+  http-request set-var(txn.exp) var(txn.bearer),jwt_payload_query('\$.exp','int')
+  http-request set-var(txn.iat) var(txn.bearer),jwt_payload_query('\$.iat','int')
+  acl jwt_alg var(txn.bearer),jwt_header_query('\$.alg') -m str RS256
+  acl jwt_typ var(txn.bearer),jwt_header_query('\$.typ') -m str JWT
+  acl jwt_kid var(txn.bearer),jwt_header_query('\$.kid') -m str bench
+  acl jwt_sig var(txn.bearer),jwt_verify("RS256","$TMP/tokens/public.pem") -m int 1
+  acl jwt_iss var(txn.bearer),jwt_payload_query('\$.iss') -m str https://firebaseappcheck.googleapis.com/$TOKEN_PROJECT_NUMBER
+  acl jwt_aud var(txn.bearer),jwt_payload_query('\$.aud[0]') -m str projects/$TOKEN_PROJECT_NUMBER projects/demo-project
+  acl jwt_aud var(txn.bearer),jwt_payload_query('\$.aud[1]') -m str projects/$TOKEN_PROJECT_NUMBER projects/demo-project
+  acl jwt_exp var(txn.exp),sub(txn.now) -m int gt 0
+  acl jwt_iat var(txn.iat),sub(txn.now) -m int le 0
+  acl jwt_sub var(txn.bearer),jwt_payload_query('\$.sub') -m found
+  http-request deny deny_status 401 unless jwt_alg jwt_typ jwt_kid jwt_sig jwt_iss jwt_aud jwt_exp jwt_iat jwt_sub
+  default_backend api
+backend api
+  server up 127.0.0.1:$UPORT
+EOF
+fi
+
 start_nginx() { # NAME DIR CPU PORT -> sets STARTED_PID
   "$NGINX_BIN" -t -q -e "$2/err.log" -p "$2" -c "$2/nginx.conf" >"$2/stdout.log" 2>&1 \
     || { cat "$2/stdout.log" "$2/err.log" >&2 2>/dev/null || true; die "$1 nginx config test failed"; }
@@ -127,28 +207,68 @@ start_nginx() { # NAME DIR CPU PORT -> sets STARTED_PID
   STARTED_PID=$!; PIDS+=("$STARTED_PID")
   wait_port "$4" "$STARTED_PID" "$1" "$2/err.log"
 }
-GW_PID=""
-start_gateway() {
-  taskset -c 0 "$GATEWAY_BIN" serve --config "$TMP/gateway.yml" --workers 1 >/dev/null 2>"$TMP/gateway.err" &
-  GW_PID=$!; PIDS+=("$GW_PID")
-  wait_port "$GPORT" "$GW_PID" "attest-gateway" "$TMP/gateway.err"
+GW_PID=""; VG_PID=""; HA_PID=""
+start_gateway() { # [rs256]: the verifying gateway (gateway-rs256.yml, port VPORT) instead of the plain one
+  if [ "${1:-}" = rs256 ]; then
+    taskset -c 0 "$GATEWAY_BIN" serve --config "$TMP/gateway-rs256.yml" --workers 1 >/dev/null 2>"$TMP/gateway-rs256.err" &
+    VG_PID=$!; PIDS+=("$VG_PID")
+    wait_port "$VPORT" "$VG_PID" "attest-gateway (rs256)" "$TMP/gateway-rs256.err"
+  else
+    taskset -c 0 "$GATEWAY_BIN" serve --config "$TMP/gateway.yml" --workers 1 >/dev/null 2>"$TMP/gateway.err" &
+    GW_PID=$!; PIDS+=("$GW_PID")
+    wait_port "$GPORT" "$GW_PID" "attest-gateway" "$TMP/gateway.err"
+  fi
+}
+start_haproxy() {
+  "$HAPROXY_BIN" -c -q -f "$TMP/haproxy/haproxy.cfg" >"$TMP/haproxy/check.log" 2>&1 \
+    || { cat "$TMP/haproxy/check.log" >&2; die "haproxy config check failed"; }
+  taskset -c 0 "$HAPROXY_BIN" -db -f "$TMP/haproxy/haproxy.cfg" >"$TMP/haproxy/haproxy.log" 2>&1 &
+  HA_PID=$!; PIDS+=("$HA_PID")
+  wait_port "$HPORT" "$HA_PID" "haproxy" "$TMP/haproxy/haproxy.log"
 }
 
 start_nginx "upstream" "$TMP/upstream" 1 "$UPORT"; UP_PID=$STARTED_PID
 start_nginx "nginx proxy" "$TMP/nginxproxy" 0 "$NPORT"; NG_PID=$STARTED_PID
 start_gateway
+if [ "$RS256" = 1 ]; then start_gateway rs256; start_haproxy; fi
 
-# Sanity: one request through each proxy must return the upstream body.
-for p in "$GPORT" "$NPORT"; do
-  exec 3<>"/dev/tcp/127.0.0.1/$p"
-  printf 'GET /bench HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n' >&3
-  reply=$(timeout 5 cat <&3 || true); exec 3<&- 3>&-
-  if [[ "$reply" != "HTTP/1.1 200"* || "$reply" != *"50-byte body ok."* ]]; then
-    loud "sanity request through 127.0.0.1:$p did not return the upstream's 200 + body"
-    printf '%s\n' "$reply" | head -n 20
-    die "proxy on port $p does not proxy correctly"
+# probe PORT [TOKEN] -> sets PROBE_STATUS (status code or "none") and PROBE_REPLY (raw reply)
+probe() {
+  local hdr=""
+  [ -n "${2:-}" ] && hdr="X-Firebase-AppCheck: $2"$'\r\n'
+  PROBE_REPLY=""; PROBE_STATUS=none
+  exec 3<>"/dev/tcp/127.0.0.1/$1" || return 0
+  printf 'GET /bench HTTP/1.1\r\nHost: 127.0.0.1\r\n%sConnection: close\r\n\r\n' "$hdr" >&3
+  PROBE_REPLY=$(timeout 5 cat <&3 || true); exec 3<&- 3>&-
+  if [[ "$PROBE_REPLY" =~ ^HTTP/1\.[01]\ ([0-9]{3}) ]]; then PROBE_STATUS=${BASH_REMATCH[1]}; fi
+}
+# Sanity: one request through each proxy must return the upstream body (with a valid token where one is needed).
+check_pass() { # NAME PORT [TOKEN]
+  probe "$2" "${3:-}"
+  if [ "$PROBE_STATUS" != 200 ] || [[ "$PROBE_REPLY" != *"50-byte body ok."* ]]; then
+    loud "sanity request through $1 (127.0.0.1:$2) did not return the upstream's 200 + body"
+    printf '%s\n' "$PROBE_REPLY" | head -n 20
+    die "$1 does not proxy correctly"
   fi
-done
+}
+check_pass nginx "$NPORT"; check_pass attest-gateway "$GPORT"
+if [ "$RS256" = 1 ]; then
+  echo "sanity (status per proxy; must be 200 for a valid token, 401 for a bad signature or no token):"
+  for who in attest-gateway-rs256:$VPORT haproxy:$HPORT; do
+    name=${who%%:*}; port=${who##*:}
+    check_pass "$name" "$port" "$REPEATED_TOKEN"; s_rep=$PROBE_STATUS
+    check_pass "$name" "$port" "$FIRST_DISTINCT"; s_dis=$PROBE_STATUS
+    probe "$port" "$BAD_TOKEN"; s_bad=$PROBE_STATUS
+    probe "$port"; s_none=$PROBE_STATUS
+    printf '  %-22s valid repeated token %s, valid distinct token %s, bad signature %s, no token %s\n' \
+      "$name" "$s_rep" "$s_dis" "$s_bad" "$s_none"
+    if [ "$s_bad" != 401 ] || [ "$s_none" != 401 ]; then
+      loud "$name did not answer 401 to a bad or missing token (bad: $s_bad, none: $s_none)"
+      die "$name does not verify tokens"
+    fi
+  done
+  echo
+fi
 
 cpu_ticks() { # utime+stime of PID (all threads), in clock ticks; fields 14 and 15, counted after the ')' of comm
   local s; s=$(cat "/proc/$1/stat") || return 1
@@ -164,21 +284,40 @@ echo "== attest-gateway benchmark"
 echo "machine : $(nproc) cores, kernel $(uname -r), CPU $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
 echo "gateway : $GATEWAY_BIN (pid $GW_PID, core 0, --workers 1, access log -> /dev/null)"
 echo "nginx   : $("$NGINX_BIN" -v 2>&1 | sed 's/.*: //') proxy_pass (pid $NG_PID, core 0); upstream nginx return 200 (pid $UP_PID, core 1)"
-echo "load    : $WRK_CMD   (warm-up ${WARMUP}s before each run, $ROUNDS rounds, order alternates)"
+if [ "$RS256" = 1 ]; then
+  echo "rs256   : gateway with app_check verifier (pid $VG_PID, core 0); $("$HAPROXY_BIN" -v | head -n 1 | awk '{ print $1, $3 }') jwt_verify (pid $HA_PID, core 0, nbthread 1)"
+  echo "tokens  : $TOKENS distinct (scripts/bench/tokens.lua, measured runs from the start of the list, warm-ups from its middle), 1 repeated (-H); $(wc -c < "$TMP/tokens/repeated.jwt") bytes each"
+fi
+echo "load    : $WRK_CMD   (warm-up ${WARMUP}s before each run, $ROUNDS rounds, order reverses every round)"
 echo "command : GATEWAY_BIN=$GATEWAY_BIN BENCH_SECONDS=$SECONDS_PER_RUN BENCH_ROUNDS=$ROUNDS $0"
 echo
 
 ANY_ERRORS=0
 declare -A R   # R[name,round,metric]
-# run_one NAME PORT PID ROUND
+# wrk_run MODE SECONDS PORT [--latency]: MODE none (no token), repeated (one token, fixed header), distinct
+# (tokens.lua from the start of the list), distinct-warmup (tokens.lua from the middle of the list)
+wrk_run() {
+  local mode=$1 secs=$2 port=$3 extra=${4:-} url="http://127.0.0.1:$3/bench"
+  local base=(timeout $(( secs + 60 )) taskset -c 1 wrk -t1 -c"$CONNS" -d"${secs}s" $extra)
+  case "$mode" in
+    none) "${base[@]}" "$url" ;;
+    repeated) "${base[@]}" -H "X-Firebase-AppCheck: $REPEATED_TOKEN" "$url" ;;
+    distinct) BENCH_TOKEN_FILE="$TMP/tokens/distinct.jwt" BENCH_TOKEN_START=0 BENCH_WRK_THREADS=1 \
+      "${base[@]}" -s "$HERE/bench/tokens.lua" "$url" ;;
+    distinct-warmup) BENCH_TOKEN_FILE="$TMP/tokens/distinct.jwt" BENCH_TOKEN_START=0.5 BENCH_WRK_THREADS=1 \
+      "${base[@]}" -s "$HERE/bench/tokens.lua" "$url" ;;
+  esac
+}
+# run_one NAME PORT PID ROUND MODE
 run_one() {
-  local name=$1 port=$2 pid=$3 round=$4 out t0 t1 reqs rps p50 p99 non2xx sockerr cpu
-  timeout $(( WARMUP + 30 )) taskset -c 1 wrk -t1 -c"$CONNS" -d"${WARMUP}s" "http://127.0.0.1:$port/bench" >/dev/null 2>&1 || true
+  local name=$1 port=$2 pid=$3 round=$4 mode=${5:-none} out t0 t1 reqs rps p50 p99 non2xx sockerr cpu wmode=${5:-none}
+  [ "$mode" = distinct ] && wmode=distinct-warmup
+  wrk_run "$wmode" "$WARMUP" "$port" >/dev/null 2>&1 || true
   if ! kill -0 "$pid" 2>/dev/null; then
     loud "$name (pid $pid) DIED during warm-up in round $round"; ANY_ERRORS=1; return 1
   fi
   t0=$(cpu_ticks "$pid")
-  out=$(timeout $(( SECONDS_PER_RUN + 30 )) taskset -c 1 wrk -t1 -c"$CONNS" -d"${SECONDS_PER_RUN}s" --latency "http://127.0.0.1:$port/bench" 2>&1) || true
+  out=$(wrk_run "$mode" "$SECONDS_PER_RUN" "$port" --latency 2>&1) || true
   if ! t1=$(cpu_ticks "$pid" 2>/dev/null); then
     loud "$name (pid $pid) DIED during the measured run in round $round"; printf '%s\n' "$out"; ANY_ERRORS=1; return 1
   fi
@@ -196,6 +335,14 @@ run_one() {
   R[$name,$round,cpu]=$cpu; R[$name,$round,reqs]=$reqs
   R[$name,$round,cpus]=$(awk -v d=$(( t1 - t0 )) -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", d / hz }')
   R[$name,$round,err]="${non2xx:+non-2xx $non2xx; }${sockerr:+socket $sockerr}"
+  if [ "$mode" = distinct ]; then   # the list must not wrap within a measured run (else tokens repeat)
+    local wraps; wraps=$(awk '/^bench-tokens:/ { w += $(NF - 1) } END { print w + 0 }' <<<"$out")
+    R[$name,$round,wraps]=$wraps
+    if [ "$wraps" != 0 ]; then
+      R[$name,$round,err]="${R[$name,$round,err]}token list wrapped ${wraps}x (raise BENCH_TOKENS)"
+      echo "bench: $name round $round: the $TOKENS-token list wrapped $wraps time(s): tokens recurred after $TOKENS others (the gateway's 10 000-entry LRU cannot hold them; raise BENCH_TOKENS for strictly distinct)"
+    fi
+  fi
   if [ -n "$non2xx$sockerr" ]; then
     ANY_ERRORS=1
     loud "$name round $round: wrk reported ERRORS: ${R[$name,$round,err]}"
@@ -203,26 +350,47 @@ run_one() {
 }
 
 row() { # NAME ROUND
-  printf '| %-14s | %10s | %8s | %8s | %12s | %8s | %11s | %s\n' "$1" "${R[$1,$2,rps]:-FAILED}" "${R[$1,$2,p50]:--}" \
+  printf '| %-17s | %10s | %8s | %8s | %12s | %8s | %11s | %s\n' "$1" "${R[$1,$2,rps]:-FAILED}" "${R[$1,$2,p50]:--}" \
     "${R[$1,$2,p99]:--}" "${R[$1,$2,cpu]:--}" "${R[$1,$2,cpus]:--}" "${R[$1,$2,reqs]:--}" "${R[$1,$2,err]:-none}"
 }
 header() {
-  printf '| %-14s | %10s | %8s | %8s | %12s | %8s | %11s | %s\n' proxy "req/s" "p50 us" "p99 us" "CPU us/req" "CPU s" requests "wrk errors"
-  printf '|%s|%s|%s|%s|%s|%s|%s|%s\n' ---------------- ------------ ---------- ---------- -------------- ---------- ------------- -----------
+  printf '| %-17s | %10s | %8s | %8s | %12s | %8s | %11s | %s\n' proxy "req/s" "p50 us" "p99 us" "CPU us/req" "CPU s" requests "wrk errors"
+  printf '|%s|%s|%s|%s|%s|%s|%s|%s\n' ------------------- ------------ ---------- ---------- -------------- ---------- ------------- -----------
+}
+
+# Rows: NAME:PORTVAR:PIDVAR:MODE. The order reverses every round.
+ROWS=("nginx:NPORT:NG_PID:none" "attest-gateway:GPORT:GW_PID:none")
+if [ "$RS256" = 1 ]; then
+  ROWS+=("gw-rs256-distinct:VPORT:VG_PID:distinct" "gw-rs256-repeated:VPORT:VG_PID:repeated"
+         "haproxy-distinct:HPORT:HA_PID:distinct" "haproxy-repeated:HPORT:HA_PID:repeated")
+fi
+NAMES=(); for r in "${ROWS[@]}"; do NAMES+=("${r%%:*}"); done
+
+ensure_running() { # restart a proxy that died in an earlier run (reported there)
+  if ! kill -0 "$GW_PID" 2>/dev/null; then
+    echo "--- attest-gateway stderr (last 30 lines):"; tail -n 30 "$TMP/gateway.err" || true
+    echo "bench: restarting attest-gateway"; start_gateway
+  fi
+  if [ "$RS256" = 1 ] && ! kill -0 "$VG_PID" 2>/dev/null; then
+    echo "--- attest-gateway (rs256) stderr (last 30 lines):"; tail -n 30 "$TMP/gateway-rs256.err" || true
+    echo "bench: restarting attest-gateway (rs256)"; start_gateway rs256
+  fi
+  if [ "$RS256" = 1 ] && ! kill -0 "$HA_PID" 2>/dev/null; then
+    echo "--- haproxy output (last 30 lines):"; tail -n 30 "$TMP/haproxy/haproxy.log" || true
+    echo "bench: restarting haproxy"; start_haproxy
+  fi
 }
 
 for round in $(seq 1 "$ROUNDS"); do
-  if ! kill -0 "$GW_PID" 2>/dev/null; then
-    echo "--- attest-gateway stderr (last 30 lines):"; tail -n 30 "$TMP/gateway.err" || true
-    echo "bench: restarting attest-gateway for round $round"; start_gateway
-  fi
-  if (( round % 2 == 1 )); then order="gateway nginx"; else order="nginx gateway"; fi
-  for who in $order; do
-    if [ "$who" = gateway ]; then run_one attest-gateway "$GPORT" "$GW_PID" "$round" || true
-    else run_one nginx "$NPORT" "$NG_PID" "$round" || true; fi
+  order=()
+  if (( round % 2 == 1 )); then order=("${ROWS[@]}"); else for (( k=${#ROWS[@]}-1; k>=0; k-- )); do order+=("${ROWS[$k]}"); done; fi
+  for r in "${order[@]}"; do
+    ensure_running
+    IFS=: read -r name portvar pidvar mode <<<"$r"
+    run_one "$name" "${!portvar}" "${!pidvar}" "$round" "$mode" || true
   done
-  echo "-- round $round (order: $order)"
-  header; row attest-gateway "$round"; row nginx "$round"; echo
+  echo "-- round $round (order: $(for r in "${order[@]}"; do printf '%s ' "${r%%:*}"; done))"
+  header; for name in "${NAMES[@]}"; do row "$name" "$round"; done; echo
 done
 
 median() { # NAME METRIC -> median over the rounds that produced a value
@@ -230,26 +398,45 @@ median() { # NAME METRIC -> median over the rounds that produced a value
   for r in $(seq 1 "$ROUNDS"); do [ -n "${R[$name,$r,$metric]:-}" ] && echo "${R[$name,$r,$metric]}"; done \
     | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) exit; if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
-for name in attest-gateway nginx; do
+for name in "${NAMES[@]}"; do
   for m in rps p50 p99 cpu cpus reqs; do R[$name,median,$m]=$(median "$name" "$m"); done
   R[$name,median,err]=""
 done
 echo "-- median of $ROUNDS rounds"
-header; row attest-gateway median; row nginx median; echo
+header; for name in "${NAMES[@]}"; do row "$name" median; done; echo
 
-g_cpu=${R[attest-gateway,median,cpu]}; n_cpu=${R[nginx,median,cpu]}
-g_rps=${R[attest-gateway,median,rps]}; n_rps=${R[nginx,median,rps]}
-if [ -n "$g_cpu" ] && [ -n "$n_cpu" ] && [ -n "$g_rps" ] && [ -n "$n_rps" ]; then
-  awk -v gc="$g_cpu" -v nc="$n_cpu" -v gr="$g_rps" -v nr="$n_rps" -v tc="$TARGET_CPU_RATIO" -v tr="$TARGET_RPS_RATIO" 'BEGIN {
-    c = gc / nc; r = gr / nr
-    printf "CPU µs/req  gateway ÷ nginx = %.2f  (target ≤ %.1f: %s)\n", c, tc, (c <= tc ? "MET" : "MISSED")
-    printf "req/s       gateway ÷ nginx = %.2f  (target ≥ %.1f: %s)\n", r, tr, (r >= tr ? "MET" : "MISSED")
-  }'
-else
-  loud "ratios unavailable: at least one proxy produced no result in every round"
+# ratio LABEL NUM DEN TARGET CMP(ge|le): prints NUM ÷ DEN against the target; "unavailable" when a side is missing
+ratio() {
+  local label=$1 a=${R[$2,median,$3]:-} b=${R[$4,median,$5]:-} target=$6 cmp=$7
+  if [ -z "$a" ] || [ -z "$b" ]; then echo "$label = unavailable (no result)"; return; fi
+  awk -v l="$label" -v a="$a" -v b="$b" -v t="$target" -v c="$cmp" 'BEGIN {
+    r = a / b
+    if (c == "ge") printf "%s = %.2f  (target ≥ %s: %s)\n", l, r, t, (r >= t ? "MET" : "MISSED")
+    else if (c == "le") printf "%s = %.2f  (target ≤ %s: %s)\n", l, r, t, (r <= t ? "MET" : "MISSED")
+    else printf "%s = %.2f\n", l, r }'
+}
+echo "-- plain proxy path (no verification)"
+ratio "CPU µs/req  attest-gateway ÷ nginx            " attest-gateway cpu nginx cpu "$TARGET_CPU_RATIO" le
+ratio "req/s       attest-gateway ÷ nginx            " attest-gateway rps nginx rps "$TARGET_RPS_RATIO" ge
+if [ "$RS256" = 1 ]; then
+  echo "-- RS256 App Check tokens"
+  ratio "req/s       gw-rs256-distinct ÷ haproxy-distinct" gw-rs256-distinct rps haproxy-distinct rps "$TARGET_DISTINCT" ge
+  ratio "CPU µs/req  gw-rs256-distinct ÷ haproxy-distinct" gw-rs256-distinct cpu haproxy-distinct cpu - info
+  ratio "req/s       gw-rs256-repeated ÷ nginx           " gw-rs256-repeated rps nginx rps "$TARGET_REPEATED" ge
+  ratio "CPU µs/req  gw-rs256-repeated ÷ nginx           " gw-rs256-repeated cpu nginx cpu - info
+  ratio "req/s       gw-rs256-repeated ÷ haproxy-repeated" gw-rs256-repeated rps haproxy-repeated rps - info
+  ratio "CPU µs/req  gw-rs256-repeated ÷ haproxy-repeated" gw-rs256-repeated cpu haproxy-repeated cpu - info
+  # Verification cost per request over the plain proxy path of the same program.
+  awk -v gd="${R[gw-rs256-distinct,median,cpu]:-}" -v gr="${R[gw-rs256-repeated,median,cpu]:-}" -v g="${R[attest-gateway,median,cpu]:-}" \
+      -v hd="${R[haproxy-distinct,median,cpu]:-}" -v n="${R[nginx,median,cpu]:-}" 'BEGIN {
+    if (gd != "" && g != "") printf "CPU µs/req added by verification: gateway distinct %+.2f, gateway repeated %+.2f (vs attest-gateway)", gd - g, gr - g
+    if (hd != "" && n != "") printf "; haproxy distinct %+.2f (vs nginx proxy_pass)", hd - n
+    print "" }'
 fi
 if [ "$ANY_ERRORS" -ne 0 ]; then
   loud "SOME RUNS HAD ERRORS (see above): their figures are not comparable"
-  if [ -s "$TMP/gateway.err" ]; then echo "--- attest-gateway stderr (last 30 lines):"; tail -n 30 "$TMP/gateway.err"; fi
+  for f in gateway.err gateway-rs256.err haproxy/haproxy.log; do
+    if [ -s "$TMP/$f" ]; then echo "--- $f (last 30 lines):"; tail -n 30 "$TMP/$f"; fi
+  done
 fi
 exit 0

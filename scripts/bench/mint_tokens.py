@@ -8,7 +8,7 @@ writes into OUT_DIR:
   public.pem      the same public key as SubjectPublicKeyInfo PEM (for HAProxy's jwt_verify)
   repeated.jwt    one valid token (no jti), one line
   distinct.jwt    DISTINCT_COUNT valid tokens, one per line, each with its own "jti"
-  bad.jwt         a valid token with its last signature character changed (must be refused: 401)
+  bad.jwt         the repeated token with one signature character changed (must be refused: 401)
 Signing is spread over every CPU (multiprocessing); only the parent holds the key file on disk (private.pem, 0600).
 """
 import base64, json, multiprocessing as mp, os, sys, time
@@ -79,7 +79,10 @@ def main():
     repeated = sign(claims(now))
     with open(os.path.join(out, "repeated.jwt"), "w") as f:
         f.write(repeated + "\n")
-    bad = repeated[:-1] + ("A" if repeated[-1] != "A" else "B")
+    # Change a character in the middle of the signature: the last one of a 256-byte signature only carries
+    # 2 bits, and a lenient base64url decoder ignores the other 4 (HAProxy 2.6 does), so it would not do.
+    k = len(repeated) - 100
+    bad = repeated[:k] + ("A" if repeated[k] != "A" else "B") + repeated[k + 1:]
     with open(os.path.join(out, "bad.jwt"), "w") as f:
         f.write(bad + "\n")
 
