@@ -39,6 +39,9 @@ let package = Package(
         .target(name: "JOSE", dependencies: ["GatewayCrypto", "GatewayCore"]),
         .target(name: "KeySetCache", dependencies: ["GatewayCore"]),
         .target(name: "OutboundHTTP", dependencies: ["CCurl", "GatewayCore"]),
+        .target(name: "StateStore", dependencies: ["GatewayCore"]),
+        .target(name: "StateStoreSQLite", dependencies: ["StateStore", "CSQLite", "GatewayCore"]),
+        .target(name: "StateStoreRedis", dependencies: ["StateStore", "CHiredis", "GatewayCore"]),
         .target(name: "Attestation", dependencies: ["JOSE", "GatewayCrypto", "KeySetCache", "GatewayCore"]),
 
         // Layer 3: the event loops.
@@ -47,7 +50,7 @@ let package = Package(
         // Layer 4: the request path.
         .target(name: "GatewayProxy", dependencies: [
             "GatewayCore", "Observability", "HTTP1", "GatewayConfig", "GatewayPosix", "GatewayCrypto", "CGatewayShims",
-            "Attestation", "JOSE", "KeySetCache", "OutboundHTTP",
+            "Attestation", "JOSE", "KeySetCache", "OutboundHTTP", "StateStore", "StateStoreSQLite", "StateStoreRedis",
         ], swiftSettings: hotPath),
 
         // Layer 5: the executable.
@@ -64,6 +67,7 @@ let package = Package(
         .testTarget(name: "GatewayCryptoTests", dependencies: ["GatewayCrypto", "GatewayCore"]),
         .testTarget(name: "JOSETests", dependencies: ["JOSE", "GatewayCrypto", "GatewayCore"]),
         .testTarget(name: "AttestationTests", dependencies: ["Attestation", "JOSE", "GatewayCrypto", "KeySetCache"]),
+        .testTarget(name: "StateStoreTests", dependencies: ["StateStore", "StateStoreSQLite", "StateStoreRedis", "GatewayCore"]),
         .testTarget(name: "KeySetCacheTests", dependencies: ["KeySetCache", "GatewayCore"]),
         .testTarget(name: "OutboundHTTPTests", dependencies: ["OutboundHTTP", "GatewayCore"]),
         .testTarget(name: "CLibrariesTests", dependencies: [

@@ -77,6 +77,7 @@ enum ServeCommand {
             }
         }
         runtime.verifiers.startBackgroundWork()
+        runtime.state?.startBackgroundWork()
         let finished = Atomic<Int>(0)
         let adminThread = admin.map { server in Threads.start { server.run() } }
         let threads = workers.map { w in
@@ -114,6 +115,7 @@ enum ServeCommand {
             Threads.join(adminThread)
         }
         runtime.verifiers.stopBackgroundWork()
+        runtime.state?.stopBackgroundWork()
         Logger.info("stopped")
         return ExitCode.ok
     }

@@ -37,7 +37,7 @@ extension DownstreamConnection {
                     return
                 }
             case .forwarding:
-                if exchange.requestDone || readPaused { return }
+                if exchange.requestDone || readPaused || exchange.awaitingState { return }
                 switch parser.next(inBuf.readable) {
                 case .needMore(let consumed):
                     inBuf.consume(consumed)
@@ -121,6 +121,63 @@ extension DownstreamConnection {
             respondLocal(.payloadTooLarge(), close: true)
             return
         }
+        if let plan = route.verification, plan.limitedUse, case .verified(let i, let token)? = decision {
+            checkReplay(head, route: route, plan: plan, verifier: i, token: token)
+            return
+        }
+        forward(head, route: route, decision: decision)
+    }
+
+    /// Limited use: the verified token's `jti` must be new; it is consumed (atomically, off the loop) only now that
+    /// every other check has passed, so a forged token can never burn a genuine jti.
+    private func checkReplay(_ head: HTTP1RequestHead, route: CompiledRoute, plan: RouteVerification, verifier i: Int,
+                             token: VerifiedAppCheckToken) {
+        let hasBody = head.framing != .none
+        guard let jti = token.tokenID, !jti.isEmpty else {
+            replayOutcome(head, route: route, plan: plan, .failed(verifier: i, status: .missingJTI))
+            return
+        }
+        guard let state = worker.runtime.state else {
+            respondLocal(.verifierUnavailable(), close: hasBody || !head.keepAlive)
+            return
+        }
+        let policy = plan.verifiers[i].policy
+        exchange.awaitingState = true
+        deadline = 0
+        state.consume(namespace: policy.projectNumber, key: jti, expiresAt: token.expiresAt + policy.clockSkewSeconds,
+                      now: worker.unixNow(), loop: worker.loop, owner: self) { conn, result in
+            guard !conn.closed, conn.exchange.awaitingState else { return }
+            conn.exchange.awaitingState = false
+            let decision: VerificationDecision
+            switch result {
+            case .success(true): decision = .verified(verifier: i, token: token)
+            case .success(false): decision = .failed(verifier: i, status: .tokenReplayed)
+            case .failure:
+                decision = state.allowWhenUnavailable
+                    ? .verifiedUnchecked(verifier: i, token: token, reason: .stateUnavailable)
+                    : .failed(verifier: i, status: .stateUnavailable)
+            }
+            conn.replayOutcome(head, route: route, plan: plan, decision)
+            if !conn.closed && (conn.phase == .forwarding || conn.phase == .awaitingHead) { conn.process() }
+            if !conn.closed && conn.readable { conn.readLoop() }
+        }
+    }
+
+    private func replayOutcome(_ head: HTTP1RequestHead, route: CompiledRoute, plan: RouteVerification,
+                               _ decision: VerificationDecision) {
+        exchange.verdict = decision.accessLogVerdict
+        exchange.reason = decision.status
+        if case .verifiedUnchecked(_, _, let reason) = decision { exchange.reason = reason }
+        if !plan.monitor, let status = decision.status {
+            respondLocal(.rejected(status), close: head.framing != .none || !head.keepAlive)
+            return
+        }
+        forward(head, route: route, decision: decision)
+    }
+
+    /// Takes an upstream connection and sends the filtered head (and the verdict headers).
+    private func forward(_ head: HTTP1RequestHead, route: CompiledRoute, decision: VerificationDecision?) {
+        let hasBody = head.framing != .none
         let pool = worker.pools[route.upstreamIndex]
         guard let up = pool.acquire(for: self, isHEAD: head.methodIs("HEAD")) else {
             respondLocal(UpstreamFailure.connectFailed.response, close: hasBody || !head.keepAlive)

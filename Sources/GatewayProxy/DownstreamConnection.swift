@@ -112,7 +112,7 @@ final class DownstreamConnection: LoopHandler {
     @inline(__always) private var wantsRead: Bool {
         switch phase {
         case .awaitingHead, .lingering: return true
-        case .forwarding: return !exchange.requestDone && !readPaused
+        case .forwarding: return !exchange.requestDone && !readPaused && !exchange.awaitingState
         case .closing: return false
         }
     }

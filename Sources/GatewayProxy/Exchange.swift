@@ -29,4 +29,6 @@ struct Exchange {
     var verdict: StaticString = "none"
     /// Why verification did not pass (logged; also the response's reason when enforced).
     var reason: VerificationStatus? = nil
+    /// The replay check is running off the loop: the body waits (unread) until it answers.
+    var awaitingState = false
 }

@@ -18,6 +18,8 @@ public struct ProxyRuntime: Sendable {
     public let config: GatewayConfiguration
     public let routes: RouteTable
     public let verifiers: VerifierGraph
+    /// The state store, opened when some route uses `limited_use` (nil otherwise).
+    public let state: StateService?
     public let upstreams: [UpstreamTarget]
     public let listenAddresses: [SocketAddress]
     public let requestLimits: HTTP1Limits
@@ -37,6 +39,7 @@ public struct ProxyRuntime: Sendable {
         self.config = config
         verifiers = try VerifierGraph.build(config)
         routes = RouteTable(config: config, appCheck: verifiers.appCheck)
+        state = config.routes.contains { $0.limitedUse } ? try StateService.open(config.state) : nil
         var targets: [UpstreamTarget] = []
         for u in config.upstreams {
             if u.tls {

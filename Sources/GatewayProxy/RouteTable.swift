@@ -40,11 +40,10 @@ public struct RouteTable: Sendable {
             }
             var verification: RouteVerification? = nil
             let found = route.verify.compactMap { appCheck[$0] }
-            // limited_use needs the state store (replay protection), which has not landed: such routes refuse.
-            if !route.verify.isEmpty && found.count == route.verify.count && !route.limitedUse {
+            if !route.verify.isEmpty && found.count == route.verify.count {
                 verification = RouteVerification(
                     verifiers: found, requireAll: route.requireAll, monitor: route.mode == .monitor,
-                    stripTokenHeaders: route.stripTokenHeaders,
+                    stripTokenHeaders: route.stripTokenHeaders, limitedUse: route.limitedUse,
                     tokenHeaders: found.map { Array($0.headerName.lowercased().utf8) })
             }
             compiled.append(CompiledRoute(

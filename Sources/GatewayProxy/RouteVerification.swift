@@ -9,6 +9,8 @@ public struct RouteVerification: Sendable {
     public let requireAll: Bool
     public let monitor: Bool
     public let stripTokenHeaders: Bool
+    /// `limited_use: true`: a verified App Check token must carry a `jti`, consumed once in the state store.
+    public let limitedUse: Bool
     /// Lower-case token header names of this route's verifiers (stripped before forwarding when asked).
     let tokenHeaders: [[UInt8]]
 }
@@ -16,6 +18,8 @@ public struct RouteVerification: Sendable {
 /// What the route's verifiers decided about one request.
 enum VerificationDecision {
     case verified(verifier: Int, token: VerifiedAppCheckToken)
+    /// Verified, but the replay check could not run (`state.on_unavailable: allow`): forwarded with the reason.
+    case verifiedUnchecked(verifier: Int, token: VerifiedAppCheckToken, reason: VerificationStatus)
     /// A token was presented and failed (`verifier` is the one whose failure decides).
     case failed(verifier: Int, status: VerificationStatus)
     /// No verifier found its token header.
@@ -23,7 +27,7 @@ enum VerificationDecision {
 
     var accessLogVerdict: StaticString {
         switch self {
-        case .verified: "verified"
+        case .verified, .verifiedUnchecked: "verified"
         case .failed: "failed"
         case .absent: "absent"
         }
@@ -32,6 +36,7 @@ enum VerificationDecision {
     var status: VerificationStatus? {
         switch self {
         case .verified: nil
+        case .verifiedUnchecked: nil
         case .failed(_, let s): s
         case .absent: .missingToken
         }
@@ -62,7 +67,7 @@ extension RouteVerification {
     }
 
     /// Runs the verifiers in their listed order: any-of stops at the first pass, all-of at the first failure.
-    /// Only the verifiers that ran have side effects (none yet: limited use arrives with the state store).
+    /// Only the verifiers that ran have side effects (the replay check runs afterwards, on the passing token only).
     func evaluate(_ head: HTTP1RequestHead, now: Int64, caches: [VerifiedTokenCache?]) -> VerificationDecision {
         head.bytes.withUnsafeBytes { raw in
             var firstFailure: VerificationDecision? = nil
@@ -100,6 +105,14 @@ extension RouteVerification {
             out.append(verifiers[i].name)
             out.append("\r\nX-Attest-App-Id: " as StaticString)
             out.append(token.appID)
+            out.append("\r\n" as StaticString)
+        case .verifiedUnchecked(let i, let token, let reason):
+            out.append("X-Attest-Verdict: verified\r\nX-Attest-Verifier: " as StaticString)
+            out.append(verifiers[i].name)
+            out.append("\r\nX-Attest-App-Id: " as StaticString)
+            out.append(token.appID)
+            out.append("\r\nX-Attest-Reason: " as StaticString)
+            out.append(reason.code)
             out.append("\r\n" as StaticString)
         case .failed(let i, let status):
             out.append("X-Attest-Verdict: failed\r\nX-Attest-Verifier: " as StaticString)

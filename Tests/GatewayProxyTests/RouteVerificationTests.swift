@@ -32,7 +32,7 @@ import KeySetCache
     }
 
     func plan(_ verifiers: [AppCheckVerifier], requireAll: Bool = false, monitor: Bool = false) -> RouteVerification {
-        RouteVerification(verifiers: verifiers, requireAll: requireAll, monitor: monitor, stripTokenHeaders: true,
+        RouteVerification(verifiers: verifiers, requireAll: requireAll, monitor: monitor, stripTokenHeaders: true, limitedUse: false,
                           tokenHeaders: verifiers.map { Array($0.headerName.lowercased().utf8) })
     }
 

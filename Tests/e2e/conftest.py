@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import upstreams as U
-from harness import GATEWAY_BIN, DevEcho, DevIssuer, Gateway, free_port
+from harness import GATEWAY_BIN, REDIS_SERVER_BIN, DevEcho, DevIssuer, Gateway, RedisServer, free_port
 
 DEFAULT_TEST_TIMEOUT = 120
 
@@ -95,6 +95,14 @@ class _Factory:
         self.items.append(d)
         return d
 
+    def redis(self, port: int | None = None) -> RedisServer:
+        if not REDIS_SERVER_BIN:
+            pytest.fail("redis-server not found on PATH (CI installs it; or set REDIS_SERVER)", pytrace=False)
+        self.n += 1
+        r = RedisServer(self.tmp / f"redis{self.n}", port)
+        self.items.append(r)
+        return r
+
     def teardown(self) -> None:
         for item in self.items:
             if isinstance(item, U.Upstream) and item.errors:
@@ -143,3 +151,15 @@ def start_dev_issuer(factory):
     return factory.dev_issuer
 
 
+
+
+@pytest.fixture
+def start_redis(factory):
+    """start_redis(port=None) -> harness.RedisServer (fails the test when redis-server is not installed)."""
+    return factory.redis
+
+
+@pytest.fixture(scope="module")
+def redis_server(module_factory) -> RedisServer:
+    """One redis-server per test module (killed in the module's teardown)."""
+    return module_factory.redis()

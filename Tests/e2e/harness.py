@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -87,8 +88,9 @@ def yaml_dump(obj, indent: int = 0) -> str:
 
 
 def gateway_config(port: int, upstreams: dict, routes: list | None = None, limits: dict | None = None,
-                   verifiers: dict | None = None) -> str:
-    """upstreams: name -> url or dict; routes default to one catch-all route to the first upstream."""
+                   verifiers: dict | None = None, state: dict | None = None) -> str:
+    """upstreams: name -> url or dict; routes default to one catch-all route to the first upstream;
+    state defaults to {backend: memory}."""
     ups = {}
     for name, spec in upstreams.items():
         entry = {"url": spec} if isinstance(spec, str) else dict(spec)
@@ -101,7 +103,7 @@ def gateway_config(port: int, upstreams: dict, routes: list | None = None, limit
     cfg = {"version": 1, "listeners": [{"address": f"127.0.0.1:{port}"}]}
     if limits:
         cfg["limits"] = limits
-    cfg["state"] = {"backend": "memory"}
+    cfg["state"] = dict(state) if state is not None else {"backend": "memory"}
     cfg["upstreams"] = ups
     if verifiers:
         cfg["verifiers"] = verifiers
@@ -353,3 +355,107 @@ def wait_gateway_accepts(port: int, path: str, header: str, token: str, timeout:
             last = repr(e)
         time.sleep(0.1)
     raise AssertionError(f"gateway on {port} did not accept a valid token within {timeout}s (last: {last})")
+
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Redis: a real redis-server (no persistence) in its own process group, restartable on the same port.
+
+REDIS_SERVER_BIN = os.environ.get("REDIS_SERVER") or shutil.which("redis-server")
+
+
+class RedisServer:
+    """``redis-server --port P --bind 127.0.0.1 --save "" --appendonly no`` (cwd and --dir: workdir).
+    ``stop()`` kills it (by its process group id); ``start()`` starts it again on the same port."""
+
+    def __init__(self, workdir: Path, port: int | None = None, binary: str | None = None):
+        self.binary = binary or REDIS_SERVER_BIN
+        if not self.binary:
+            raise RuntimeError("redis-server not found (set REDIS_SERVER or install redis-server)")
+        self.port = port or free_port()
+        self.dir = workdir
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.dir / "redis.log"
+        self.proc: subprocess.Popen | None = None
+        self._log = None
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 10.0) -> None:
+        assert self.proc is None or self.proc.poll() is not None, "redis-server already running"
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(self.dir)],
+            stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(self.dir),
+            start_new_session=True)
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                if self.command("PING") == "PONG":
+                    return
+            except (OSError, ValueError) as e:
+                last = e
+            time.sleep(0.05)
+        tail = self.log_path.read_bytes()[-2000:].decode("utf-8", "replace")
+        self.stop()
+        raise RuntimeError(f"redis-server did not answer PING on {self.port} ({last!r})\n{tail}")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)   # the group this helper started, by its id
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        if self._log is not None:
+            try:
+                self._log.close()
+            except OSError:
+                pass
+            self._log = None
+
+    kill = stop
+
+    def command(self, *args, timeout: float = 2.0):
+        """One RESP2 command on a fresh connection; returns str / int / list / None; raises ValueError on -ERR."""
+        out = b"*%d\r\n" % len(args)
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out += b"$%d\r\n%s\r\n" % (len(a), a)
+        with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as s:
+            s.settimeout(timeout)
+            s.sendall(out)
+            return _resp_read(U.Reader(s))
+
+
+def _resp_read(r):
+    line = r.readline()
+    if not line.endswith(b"\r\n"):
+        raise OSError("redis: connection closed")
+    kind, rest = line[:1], line[1:-2]
+    if kind == b"+":
+        return rest.decode()
+    if kind == b"-":
+        raise ValueError(rest.decode())
+    if kind == b":":
+        return int(rest)
+    if kind == b"$":
+        n = int(rest)
+        if n < 0:
+            return None
+        data = r.read_exact(n + 2)
+        return data[:-2].decode("utf-8", "replace")
+    if kind == b"*":
+        n = int(rest)
+        return None if n < 0 else [_resp_read(r) for _ in range(n)]
+    raise ValueError(f"redis: unexpected reply {line[:50]!r}")

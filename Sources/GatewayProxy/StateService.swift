@@ -1,0 +1,69 @@
+import Dispatch
+import GatewayConfig
+import GatewayPosix
+import StateStore
+import StateStoreRedis
+import StateStoreSQLite
+
+/// Moves a loop-confined value through a `@Sendable` closure that only ever runs it on that same loop.
+struct LoopBound<Value>: @unchecked Sendable {
+    let value: Value
+}
+
+/// The configured state store, and the one place its blocking calls run: a serial queue off the event loops.
+/// Results come back to the caller's loop through `EventLoop.execute` (ARCHITECTURE.md "Concurrency").
+public final class StateService: Sendable {
+    public let store: AttestationStateStore
+    /// `state.on_unavailable: allow`: when the store fails, forward and say the replay check was skipped.
+    public let allowWhenUnavailable: Bool
+    private let queue = DispatchQueue(label: "attest-gateway.state")
+    private let sweeper: StateStoreSweeper?
+
+    init(store: AttestationStateStore, allowWhenUnavailable: Bool, sweepIntervalSeconds: Int?) {
+        self.store = store
+        self.allowWhenUnavailable = allowWhenUnavailable
+        sweeper = sweepIntervalSeconds.map { StateStoreSweeper(store: store, intervalSeconds: Double($0), clock: { unixSeconds() }) }
+    }
+
+    /// Opens the configured backend. SQLite must open (a bad path stops start-up); Redis may be down at start and
+    /// is reconnected by the store itself.
+    static func open(_ config: StateConfig) throws(ProxyRuntime.StartupError) -> StateService {
+        let allow = config.onUnavailable == .allow
+        switch config.backend {
+        case .memory:
+            return StateService(store: MemoryStateStore(), allowWhenUnavailable: allow, sweepIntervalSeconds: 60)
+        case .sqlite:
+            do {
+                let store = try SQLiteStateStore(path: config.path, timeoutMillis: config.timeoutMillis)
+                return StateService(store: store, allowWhenUnavailable: allow, sweepIntervalSeconds: 60)
+            } catch {
+                throw ProxyRuntime.StartupError(description: "state.path: cannot open \(config.path): \(error)")
+            }
+        case .redis:
+            do {
+                let store = try RedisStateStore(url: config.url ?? "redis://127.0.0.1:6379/0", keyPrefix: config.keyPrefix,
+                                                timeoutMillis: config.timeoutMillis)
+                return StateService(store: store, allowWhenUnavailable: allow, sweepIntervalSeconds: nil)
+            } catch {
+                throw ProxyRuntime.StartupError(description: "state.url: \(error)")
+            }
+        }
+    }
+
+    public func startBackgroundWork() { sweeper?.start() }
+    public func stopBackgroundWork() { sweeper?.stop() }
+
+    /// Consumes a one-time value off the loop; `done` runs on `loop` with the result.
+    func consume<Owner: AnyObject>(namespace: String, key: String, expiresAt: Int64, now: Int64, loop: EventLoop,
+                                   owner: Owner, _ done: @escaping (Owner, Result<Bool, StateStoreError>) -> Void) {
+        let store = self.store
+        let bound = LoopBound(value: (owner, done))
+        queue.async {
+            let result: Result<Bool, StateStoreError>
+            do { result = .success(try store.consumeOnce(namespace: namespace, key: key, expiresAt: expiresAt, now: now)) } catch {
+                result = .failure(error as? StateStoreError ?? StateStoreError(.unavailable, "\(error)"))
+            }
+            loop.execute { bound.value.1(bound.value.0, result) }
+        }
+    }
+}

@@ -1,0 +1,88 @@
+/// Why a state operation failed. `unavailable`/`timeout` are the backend's fault (the request may be retried or,
+/// per `state.on_unavailable`, let through); `invalid` is the caller's.
+public struct StateStoreError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Kind: String, Sendable, Equatable { case unavailable, timeout, invalid }
+    public let kind: Kind
+    public let description: String
+    public init(_ kind: Kind, _ description: String) {
+        self.kind = kind
+        self.description = description
+    }
+}
+
+/// An App Attest key as registered: stored forever (or until revoked), its counter only ever increases.
+public struct AttestedKeyRecord: Sendable, Equatable {
+    /// The key id as the device API returns it (standard base64 of SHA-256 of the public key).
+    public var keyID: String
+    /// "TEAMID.bundle.id".
+    public var appID: String
+    /// The uncompressed P-256 public key (X9.63, 65 bytes).
+    public var publicKey: [UInt8]
+    /// The last accepted sign counter.
+    public var counter: UInt32
+    /// "production" or "development".
+    public var environment: String
+    /// Unix seconds.
+    public var createdAt: Int64
+
+    public init(keyID: String, appID: String, publicKey: [UInt8], counter: UInt32, environment: String, createdAt: Int64) {
+        self.keyID = keyID
+        self.appID = appID
+        self.publicKey = publicKey
+        self.counter = counter
+        self.environment = environment
+        self.createdAt = createdAt
+    }
+}
+
+/// The latest App Attest receipt of a key, with what the gateway learnt from it.
+public struct ReceiptRecord: Sendable, Equatable {
+    public var receipt: [UInt8]
+    /// The fraud metric (receipt field 17), when Apple has given one.
+    public var riskMetric: Int?
+    /// Receipt creation time (field 12), unix seconds.
+    public var createdAt: Int64
+    /// Not before (field 19), unix seconds: no refresh before it.
+    public var notBefore: Int64?
+    /// When the gateway last used the key (refresh only keys used in the last 30 days), unix seconds.
+    public var lastUsedAt: Int64
+
+    public init(receipt: [UInt8], riskMetric: Int?, createdAt: Int64, notBefore: Int64?, lastUsedAt: Int64) {
+        self.receipt = receipt
+        self.riskMetric = riskMetric
+        self.createdAt = createdAt
+        self.notBefore = notBefore
+        self.lastUsedAt = lastUsedAt
+    }
+}
+
+/// Everything the verifiers keep between requests (ARCHITECTURE.md "State"): consumed one-time values (App Check
+/// `jti`s, App Attest challenges), registered App Attest keys with their counters, and receipts.
+///
+/// Every method may block (disk, network): callers never call them on an event loop thread. Every backend makes
+/// `consumeOnce` and `advanceCounter` atomic — also across processes sharing the backend (one SQLite file, one
+/// Redis) — so a value is consumed once and a counter never moves backwards, whatever runs concurrently.
+public protocol AttestationStateStore: Sendable {
+    /// Records `key` in `namespace` until `expiresAt` (unix seconds). True when this call consumed it; false when
+    /// it was already consumed and has not expired. `now` is the caller's clock (unix seconds).
+    func consumeOnce(namespace: String, key: String, expiresAt: Int64, now: Int64) throws(StateStoreError) -> Bool
+
+    /// Registers a key. A key id that already exists is left as it was (returns false).
+    func registerKey(_ record: AttestedKeyRecord) throws(StateStoreError) -> Bool
+    func key(id: String) throws(StateStoreError) -> AttestedKeyRecord?
+    /// Keys registered for an app, in registration order.
+    func keys(appID: String) throws(StateStoreError) -> [AttestedKeyRecord]
+
+    /// Compare-and-set: stores `newValue` only if it is greater than the stored counter. True when it did; false
+    /// when the stored value was already ≥ `newValue` or the key is unknown.
+    func advanceCounter(keyID: String, to newValue: UInt32) throws(StateStoreError) -> Bool
+
+    func putReceipt(keyID: String, _ receipt: ReceiptRecord) throws(StateStoreError)
+    func receipt(keyID: String) throws(StateStoreError) -> ReceiptRecord?
+
+    /// Deletes expired one-time values; returns how many. (Redis expires them itself and returns 0.)
+    func sweepExpired(now: Int64) throws(StateStoreError) -> Int
+
+    /// A cheap round trip proving the backend answers (readiness).
+    func ping() throws(StateStoreError)
+}

@@ -1,0 +1,101 @@
+import GatewayCore
+import StateStore
+import Synchronization
+
+/// One Redis connection shared by all callers behind a mutex, with lazy connect, a per-operation deadline and
+/// reconnect backoff (`RedisReconnectStateMachine`).
+///
+/// Calls block; the gateway makes them off its event loops. One connection serialises all state operations of a
+/// process, which is fine at the rates one replica sees (a round trip is tens of µs on a LAN); a pool can come later.
+final class RedisClient: Sendable {
+    private struct Locked {
+        var machine = RedisReconnectStateMachine()
+        var connection: RedisConnection?
+        /// SHA-1 of each `RedisScript` as `SCRIPT LOAD` returned it (nil until first use).
+        var scriptSHAs = [String?](repeating: nil, count: RedisScript.all.count)
+    }
+
+    let endpoint: RedisEndpoint
+    let timeoutMillis: Int
+    private let locked = Mutex(Locked())
+
+    init(endpoint: RedisEndpoint, timeoutMillis: Int) {
+        self.endpoint = endpoint
+        self.timeoutMillis = max(timeoutMillis, 1)
+    }
+
+    /// Runs one command; error replies come back as `.error`, connection failures are thrown.
+    func run(_ command: RedisCommand) throws(StateStoreError) -> RedisReply {
+        let deadline = RedisDeadline(timeoutMillis: timeoutMillis)
+        return try withConnection(deadline) { (connection) throws(StateStoreError) -> RedisReply in
+            try connection.run(command, deadline: deadline)
+        }
+    }
+
+    /// Runs `script` with the keys and arguments `appendArguments` adds after the script reference (numkeys first).
+    func eval(_ script: RedisScript, _ appendArguments: (inout RedisCommand) -> Void)
+        throws(StateStoreError) -> RedisReply {
+        let deadline = RedisDeadline(timeoutMillis: timeoutMillis)
+        return try withConnection(deadline) { (connection, shas) throws(StateStoreError) -> RedisReply in
+            if shas[script.id] == nil {
+                let loaded = try connection.run(RedisCommand("SCRIPT", "LOAD", script.source), deadline: deadline)
+                guard case .string(let sha) = loaded else { throw loaded.unexpected("SCRIPT LOAD \(script.name)") }
+                shas[script.id] = String(decoding: sha, as: UTF8.self)
+            }
+            var evalsha = RedisCommand("EVALSHA")
+            evalsha.append(shas[script.id]!)
+            appendArguments(&evalsha)
+            let reply = try connection.run(evalsha, deadline: deadline)
+            guard case .error(let message) = reply, message.hasPrefix("NOSCRIPT") else { return reply }
+            var evalCommand = RedisCommand("EVAL", capacity: script.source.utf8.count + 128)
+            evalCommand.append(script.source)
+            appendArguments(&evalCommand)
+            return try connection.run(evalCommand, deadline: deadline)
+        }
+    }
+
+    private func withConnection(_ deadline: RedisDeadline,
+                                _ body: (RedisConnection) throws(StateStoreError) -> RedisReply)
+        throws(StateStoreError) -> RedisReply {
+        try withConnection(deadline) { (connection, _) throws(StateStoreError) -> RedisReply in try body(connection) }
+    }
+
+    /// Takes the lock, gets a usable connection (connecting if the state machine allows it) and runs `body`. Any
+    /// error while connecting or thrown by `body` drops the connection and starts the backoff: after a timeout or
+    /// an I/O error the connection's reply stream can no longer be trusted.
+    private func withConnection(_ deadline: RedisDeadline,
+                                _ body: (RedisConnection, inout [String?]) throws(StateStoreError) -> RedisReply)
+        throws(StateStoreError) -> RedisReply {
+        let endpoint = self.endpoint
+        return try locked.withLock { (s) throws(StateStoreError) -> RedisReply in
+            // Lock waits count against the operation's budget (state.timeout).
+            _ = try deadline.remainingMillis(doing: "lock wait")
+            switch s.machine.beginCall(nowMillis: MonotonicClock.nowMillis()) {
+            case .failFast(let retryIn):
+                throw StateStoreError(.unavailable, "redis \(endpoint): unreachable, next attempt in \(retryIn) ms")
+            case .connect:
+                s.connection = nil
+                do throws(StateStoreError) {
+                    s.connection = try RedisConnection(endpoint: endpoint, deadline: deadline)
+                    s.machine.connectSucceeded()
+                } catch {
+                    s.machine.failed(nowMillis: MonotonicClock.nowMillis())
+                    throw error
+                }
+            case .useConnection:
+                break
+            }
+            guard let connection = s.connection else {
+                s.machine.failed(nowMillis: MonotonicClock.nowMillis())
+                throw StateStoreError(.unavailable, "redis \(endpoint): no connection")
+            }
+            do throws(StateStoreError) {
+                return try body(connection, &s.scriptSHAs)
+            } catch {
+                s.connection = nil
+                s.machine.failed(nowMillis: MonotonicClock.nowMillis())
+                throw error
+            }
+        }
+    }
+}

@@ -1,0 +1,62 @@
+/// The Lua scripts that make multi-step operations atomic on the Redis server (a script runs without any other
+/// command interleaving, which is what gives `consumeOnce` and `advanceCounter` their cross-replica guarantees).
+///
+/// Scripts are sent as `EVALSHA`; the SHA-1 is learnt once per process with `SCRIPT LOAD`, and a `NOSCRIPT` reply
+/// (a restarted or failed-over server, `SCRIPT FLUSH`) falls back to `EVAL`, which also caches the script again.
+struct RedisScript: Sendable {
+    /// Index into the client's SHA cache.
+    let id: Int
+    let name: String
+    let source: String
+
+    static let all: [RedisScript] = [consume, registerKey, advanceCounter, keysForApp, putReceipt]
+
+    /// KEYS[1] = the one-time value's key; ARGV = expiresAt, now (caller's unix seconds), lifetime in ms (≥ 1).
+    /// The stored value is `expiresAt`, compared with the caller's `now`, so "expired" means the same thing here as
+    /// in the other backends even when Redis has not evicted the key yet; the PX lifetime only bounds memory.
+    static let consume = RedisScript(id: 0, name: "consumeOnce", source: """
+        local v = redis.call('GET', KEYS[1])
+        if v and tonumber(v) and tonumber(v) > tonumber(ARGV[2]) then return 0 end
+        redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+        return 1
+        """)
+
+    /// KEYS[1] = key hash, KEYS[2] = the app's key list; ARGV = app_id, public_key, counter, environment,
+    /// created_at, key id. Creates the hash and appends to the list only if the key id is new.
+    static let registerKey = RedisScript(id: 1, name: "registerKey", source: """
+        if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+        redis.call('HSET', KEYS[1], 'app_id', ARGV[1], 'public_key', ARGV[2], 'counter', ARGV[3],
+                   'environment', ARGV[4], 'created_at', ARGV[5])
+        redis.call('RPUSH', KEYS[2], ARGV[6])
+        return 1
+        """)
+
+    /// KEYS[1] = key hash; ARGV[1] = the new counter. Compare-and-set: 1 when stored < new (and stored), else 0.
+    static let advanceCounter = RedisScript(id: 2, name: "advanceCounter", source: """
+        local c = tonumber(redis.call('HGET', KEYS[1], 'counter'))
+        if c == nil then return 0 end
+        if c < tonumber(ARGV[1]) then
+          redis.call('HSET', KEYS[1], 'counter', ARGV[1])
+          return 1
+        end
+        return 0
+        """)
+
+    /// KEYS[1] = the app's key list; ARGV[1] = the key-hash prefix. Returns {{id, {field, value, …}}, …} in
+    /// registration order, in one consistent snapshot. (Reads keys it is not given: fine on one Redis, not Cluster.)
+    static let keysForApp = RedisScript(id: 3, name: "keys", source: """
+        local out = {}
+        for _, id in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+          local h = redis.call('HGETALL', ARGV[1] .. id)
+          if #h > 0 then out[#out + 1] = {id, h} end
+        end
+        return out
+        """)
+
+    /// KEYS[1] = receipt hash; ARGV = field, value, … Replaces the whole hash, so absent optional fields vanish.
+    static let putReceipt = RedisScript(id: 4, name: "putReceipt", source: """
+        redis.call('DEL', KEYS[1])
+        redis.call('HSET', KEYS[1], unpack(ARGV))
+        return 1
+        """)
+}

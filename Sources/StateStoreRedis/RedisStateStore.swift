@@ -1,0 +1,95 @@
+import StateStore
+
+/// The Redis backend of `AttestationStateStore`: the distributed engine when several gateway replicas serve one app,
+/// so that they share replay protection and App Attest counters (ARCHITECTURE.md "State").
+///
+/// Keys (all under `keyPrefix`, default `attest-gateway:`):
+/// - `<prefix>jti:<namespace>:<key>` — a consumed one-time value; holds its `expiresAt`, expires with it.
+/// - `<prefix>key:<key id>` — hash `app_id`, `public_key`, `counter`, `environment`, `created_at`.
+/// - `<prefix>app:<app id>` — list of key ids in registration order.
+/// - `<prefix>receipt:<key id>` — hash `receipt`, `risk_metric`?, `created_at`, `not_before`?, `last_used_at`.
+///
+/// Everything that must be atomic runs as one Lua script. The store connects lazily (a Redis that is down at
+/// start-up makes calls fail with `.unavailable`, and `ping` report it, rather than stopping the gateway), and after
+/// a failure reconnects with exponential backoff (100 ms doubling to 5 s), failing fast in between.
+public final class RedisStateStore: AttestationStateStore {
+    let client: RedisClient
+    let keys: RedisKeySpace
+
+    /// - Parameters:
+    ///   - url: `redis://[user:password@]host:port[/db]` (`state.url`).
+    ///   - keyPrefix: prepended to every key (`state.key_prefix`), so several gateways may share one Redis.
+    ///   - timeoutMillis: bounds each operation, connecting and lock waits included (`state.timeout`).
+    /// - Throws: `.invalid` for a malformed URL or a non-positive timeout; never touches the network.
+    public init(url: String, keyPrefix: String, timeoutMillis: Int) throws(StateStoreError) {
+        guard timeoutMillis > 0 else { throw StateStoreError(.invalid, "state.timeout must be positive") }
+        client = RedisClient(endpoint: try RedisEndpoint(parsing: url), timeoutMillis: timeoutMillis)
+        keys = RedisKeySpace(prefix: keyPrefix)
+    }
+
+    /// One-time values live at most this long in Redis, whatever `expiresAt` says (PX must stay in range).
+    static let maxLifetimeSeconds: Int64 = 10 * 365 * 86_400
+
+    public func consumeOnce(namespace: String, key: String, expiresAt: Int64, now: Int64)
+        throws(StateStoreError) -> Bool {
+        // A value already past its expiry is still consumable (it is not "consumed and unexpired"); it is stored
+        // for 1 ms only, so it never lingers.
+        let lifetimeMillis = expiresAt > now ? min(expiresAt - now, Self.maxLifetimeSeconds) * 1000 : 1
+        let jti = keys.oneTimeValue(namespace: namespace, key: key)
+        let reply = try client.eval(RedisScript.consume) { c in
+            c.append("1")
+            c.append(jti)
+            c.append(expiresAt)
+            c.append(now)
+            c.append(lifetimeMillis)
+        }
+        switch reply {
+        case .integer(1): return true
+        case .integer(0): return false
+        default: throw reply.unexpected("consumeOnce")
+        }
+    }
+
+    /// Redis evicts expired one-time values itself.
+    public func sweepExpired(now: Int64) throws(StateStoreError) -> Int { 0 }
+
+    public func ping() throws(StateStoreError) {
+        let reply = try client.run(RedisCommand("PING"))
+        guard case .status("PONG") = reply else { throw reply.unexpected("PING") }
+    }
+}
+
+/// Builds the Redis key names of one store (`keyPrefix` + kind + id).
+struct RedisKeySpace: Sendable {
+    let prefix: String
+
+    /// `<prefix>jti:<namespace>:<key>`. `:` and `%` in the namespace are percent-encoded so that namespace "a:b"
+    /// with key "c" and namespace "a" with key "b:c" stay different values (namespaces are project numbers and
+    /// app ids in practice, which contain neither, so their keys read exactly as documented).
+    func oneTimeValue(namespace: String, key: String) -> String {
+        var ns = namespace
+        if ns.utf8.contains(where: { $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: "%") }) {
+            ns = ns.replacingPercentAndColon()
+        }
+        return prefix + "jti:" + ns + ":" + key
+    }
+
+    func attestedKey(_ keyID: String) -> String { prefix + "key:" + keyID }
+    var attestedKeyPrefix: String { prefix + "key:" }
+    func app(_ appID: String) -> String { prefix + "app:" + appID }
+    func receipt(_ keyID: String) -> String { prefix + "receipt:" + keyID }
+}
+
+extension String {
+    fileprivate func replacingPercentAndColon() -> String {
+        var out = ""
+        for c in unicodeScalars {
+            switch c {
+            case "%": out += "%25"
+            case ":": out += "%3A"
+            default: out.unicodeScalars.append(c)
+            }
+        }
+        return out
+    }
+}

@@ -1,0 +1,97 @@
+import StateStore
+import Synchronization
+
+/// The embedded default backend: one SQLite file in WAL mode.
+///
+/// Exactly-once holds across threads, store instances and processes sharing the file, because each decision is
+/// one SQL statement whose effect (`changes() == 1`) SQLite's write lock makes atomic: `consumeOnce` is an UPSERT
+/// that only overwrites an expired row, `advanceCounter` an UPDATE guarded by `counter < new`.
+///
+/// One connection behind a `Mutex`, with cached prepared statements. Every operation may block up to the busy
+/// timeout on another writer, then fails with `.timeout`; I/O or corruption fails with `.unavailable`.
+public final class SQLiteStateStore: AttestationStateStore {
+    /// The schema version this build writes; a file with a newer one is refused.
+    public static var supportedSchemaVersion: Int { Int(SQLiteSchema.latestVersion) }
+
+    /// Rows deleted per statement by `sweepExpired`; the lock is released between batches so requests interleave.
+    static let sweepBatchSize = 1000
+
+    /// The database file.
+    public let path: String
+    private let connection: Mutex<SQLiteConnection>
+
+    /// Opens `path`, creating missing folders and the file, and migrates the schema.
+    /// - Parameter timeoutMillis: the state timeout; bounds waits for another writer's lock.
+    public init(path: String, timeoutMillis: Int) throws(StateStoreError) {
+        guard !path.isEmpty else { throw StateStoreError(.invalid, "sqlite: empty path") }
+        guard timeoutMillis >= 0 else { throw StateStoreError(.invalid, "sqlite: negative timeout") }
+        try Directories.createParents(of: path)
+        let opened = try SQLiteConnection(path: path)
+        try opened.configure(busyTimeoutMillis: timeoutMillis)
+        try SQLiteSchema.migrate(opened)
+        self.path = path
+        connection = Mutex(opened)
+    }
+
+    /// Runs `body` holding the connection's lock.
+    func withConnection<R: Sendable>(
+        _ body: (SQLiteConnection) throws(StateStoreError) -> R
+    ) throws(StateStoreError) -> R {
+        try connection.withLock { (connection: inout sending SQLiteConnection) throws(StateStoreError) -> R in
+            try body(connection)
+        }
+    }
+
+    public func consumeOnce(namespace: String, key: String, expiresAt: Int64, now: Int64) throws(StateStoreError) -> Bool {
+        try withConnection { connection throws(StateStoreError) in
+            // Inserts a new row, or takes over an expired one; a live row is left alone and nothing changes.
+            try connection.withStatement("""
+                INSERT INTO consumed(namespace, key, expires_at) VALUES (?1, ?2, ?3)
+                ON CONFLICT(namespace, key) DO UPDATE SET expires_at = excluded.expires_at
+                WHERE consumed.expires_at <= ?4
+                """) { statement throws(StateStoreError) in
+                try statement.bind(1, namespace)
+                try statement.bind(2, key)
+                try statement.bind(3, expiresAt)
+                try statement.bind(4, now)
+                _ = try statement.step()
+                return connection.changes == 1
+            }
+        }
+    }
+
+    public func sweepExpired(now: Int64) throws(StateStoreError) -> Int {
+        var total = 0
+        while true {
+            let deleted = try withConnection { connection throws(StateStoreError) in
+                try connection.withStatement("""
+                    DELETE FROM consumed WHERE (namespace, key) IN
+                    (SELECT namespace, key FROM consumed WHERE expires_at <= ?1 LIMIT \(Self.sweepBatchSize))
+                    """) { statement throws(StateStoreError) in
+                    try statement.bind(1, now)
+                    _ = try statement.step()
+                    return connection.changes
+                }
+            }
+            total += deleted
+            if deleted < Self.sweepBatchSize { return total }
+        }
+    }
+
+    /// Reads the schema table, so the answer proves the file is readable, not just that the handle exists.
+    public func ping() throws(StateStoreError) {
+        _ = try schemaVersion()
+    }
+
+    /// The schema version recorded in the file.
+    public func schemaVersion() throws(StateStoreError) -> Int {
+        try withConnection { connection throws(StateStoreError) in
+            Int(try connection.scalar("SELECT COALESCE(MAX(version), 0) FROM schema_version"))
+        }
+    }
+
+    /// Runs raw SQL on the store's connection: for tests only (e.g. writing a future schema version).
+    func executeForTesting(_ sql: String) throws(StateStoreError) {
+        try withConnection { connection throws(StateStoreError) in try connection.execute(sql) }
+    }
+}

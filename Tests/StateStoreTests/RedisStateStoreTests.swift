@@ -1,0 +1,224 @@
+import Foundation
+import GatewayCore
+import StateStore
+@testable import StateStoreRedis
+import Testing
+
+/// A key prefix no other test uses, so tests sharing a server never see each other's keys.
+private func uniqueRedisPrefix() -> String { "t\(UUID().uuidString.prefix(8)):" }
+
+private func makeRedisStore(_ server: RedisServer, prefix: String = uniqueRedisPrefix(), url: String? = nil,
+                    timeoutMillis: Int = 1_000) throws -> RedisStateStore {
+    try RedisStateStore(url: url ?? server.url, keyPrefix: prefix, timeoutMillis: timeoutMillis)
+}
+
+/// The kind of error `body` throws, or nil when it succeeds.
+private func errorKind(_ body: () throws -> Void) -> StateStoreError.Kind? {
+    do {
+        try body()
+        return nil
+    } catch let error as StateStoreError {
+        return error.kind
+    } catch {
+        Issue.record("not a StateStoreError: \(error)")
+        return nil
+    }
+}
+
+/// The Redis backend against a real redis-server (one per test, killed when the test ends, pass or fail).
+@Suite struct RedisStateStoreTests {
+    @Test(arguments: StateStoreConformance.Check.allCases)
+    func conformance(_ check: StateStoreConformance.Check) throws {
+        let server = try RedisServer()
+        defer { server.stop() }
+        try StateStoreConformance(make: { try makeRedisStore(server) }).run(check)
+    }
+
+    @Test func twoConnectionsRacingConsumeOnceLetExactlyOneWin() throws {
+        let server = try RedisServer()
+        defer { server.stop() }
+        let prefix = uniqueRedisPrefix()
+        let stores = [try makeRedisStore(server, prefix: prefix), try makeRedisStore(server, prefix: prefix)]
+        for round in 0..<50 {
+            let wins = try ThreadRace.run(threads: 8) { index in
+                try stores[index % 2].consumeOnce(namespace: "123", key: "jti-\(round)", expiresAt: 2_000_000_000,
+                                                  now: 1_000_000_000)
+            }
+            #expect(wins.filter { $0 }.count == 1, "round \(round): exactly one of two connections wins")
+        }
+    }
+
+    @Test func keyPrefixIsolatesStoresSharingOneServer() throws {
+        let server = try RedisServer()
+        defer { server.stop() }
+        let a = try makeRedisStore(server, prefix: "gw-a:")
+        let b = try makeRedisStore(server, prefix: "gw-b:")
+        #expect(try a.consumeOnce(namespace: "1", key: "x", expiresAt: 200, now: 100))
+        #expect(try b.consumeOnce(namespace: "1", key: "x", expiresAt: 200, now: 100))
+        #expect(try !a.consumeOnce(namespace: "1", key: "x", expiresAt: 200, now: 100))
+        let record = AttestedKeyRecord(keyID: "k1", appID: "T.app", publicKey: [4, 1, 2], counter: 0,
+                                       environment: "production", createdAt: 100)
+        #expect(try a.registerKey(record))
+        #expect(try b.key(id: "k1") == nil)
+        #expect(try b.keys(appID: "T.app").isEmpty)
+        #expect(try a.key(id: "k1") == record)
+    }
+
+    @Test func keysFollowTheDocumentedLayoutAndOneTimeValuesExpireInRedis() throws {
+        let server = try RedisServer()
+        defer { server.stop() }
+        let store = try makeRedisStore(server, prefix: "p:")
+        let now = Int64(Date().timeIntervalSince1970)
+        #expect(try store.consumeOnce(namespace: "123456789012", key: "abc", expiresAt: now + 60, now: now))
+        let pttl = Int(try server.command("PTTL p:jti:123456789012:abc").dropFirst()) ?? -1
+        #expect(pttl > 55_000 && pttl <= 60_000)
+        // Already expired: consumable, and gone from Redis almost at once.
+        #expect(try store.consumeOnce(namespace: "1", key: "old", expiresAt: now - 5, now: now))
+        usleep(20_000)
+        #expect(try server.command("EXISTS p:jti:1:old") == ":0")
+        // Colons in a namespace cannot make two different values collide.
+        #expect(try store.consumeOnce(namespace: "a:b", key: "c", expiresAt: now + 60, now: now))
+        #expect(try store.consumeOnce(namespace: "a", key: "b:c", expiresAt: now + 60, now: now))
+
+        let record = AttestedKeyRecord(keyID: "kid", appID: "T.app", publicKey: [4, 0, 255], counter: 7,
+                                       environment: "development", createdAt: 42)
+        #expect(try store.registerKey(record))
+        #expect(try server.command("HGET p:key:kid counter") == "7")
+        #expect(try server.command("LRANGE p:app:T.app 0 -1").hasPrefix("*1"))
+        #expect(try store.advanceCounter(keyID: "kid", to: 8))
+        #expect(try server.command("HGET p:key:kid counter") == "8")
+        #expect(try store.sweepExpired(now: now + 1_000) == 0)
+    }
+
+    @Test func scriptsAreReloadedAfterScriptFlush() throws {
+        let server = try RedisServer()
+        defer { server.stop() }
+        let store = try makeRedisStore(server)
+        #expect(try store.consumeOnce(namespace: "1", key: "a", expiresAt: 200, now: 100))
+        #expect(try server.command("SCRIPT FLUSH") == "+OK")
+        #expect(try !store.consumeOnce(namespace: "1", key: "a", expiresAt: 200, now: 100))
+        #expect(try store.consumeOnce(namespace: "1", key: "b", expiresAt: 200, now: 100))
+    }
+
+    @Test func corruptOrForeignValuesFailWithoutCrashing() throws {
+        let server = try RedisServer()
+        defer { server.stop() }
+        let store = try makeRedisStore(server, prefix: "c:")
+        try server.command("HSET c:key:half app_id x counter notanumber")
+        try server.command("SET c:key:string hello")
+        try server.command("SET c:receipt:string hello")
+        #expect(errorKind { _ = try store.key(id: "half") } == .unavailable)
+        #expect(errorKind { _ = try store.key(id: "string") } == .unavailable)
+        #expect(errorKind { _ = try store.advanceCounter(keyID: "half", to: 3) } == nil)
+        #expect(errorKind { _ = try store.advanceCounter(keyID: "string", to: 3) } == .unavailable)
+        #expect(errorKind { _ = try store.receipt(keyID: "string") } == .unavailable)
+        // An error reply leaves the connection usable.
+        #expect(errorKind { try store.ping() } == nil)
+    }
+
+    @Test func passwordProtectedServerNeedsTheRightPassword() throws {
+        let server = try RedisServer(password: "s3cr%t")
+        defer { server.stop() }
+        let base = "127.0.0.1:\(server.port)"
+        let right = try makeRedisStore(server, url: "redis://:s3cr%25t@\(base)")
+        #expect(errorKind { try right.ping() } == nil)
+        #expect(try right.consumeOnce(namespace: "1", key: "a", expiresAt: 200, now: 100))
+        let aclUser = try makeRedisStore(server, url: "redis://default:s3cr%25t@\(base)/2")
+        #expect(try aclUser.consumeOnce(namespace: "1", key: "a", expiresAt: 200, now: 100))  // another db
+        let wrong = try makeRedisStore(server, url: "redis://:nope@\(base)")
+        #expect(errorKind { try wrong.ping() } == .unavailable)
+        let none = try makeRedisStore(server, url: "redis://\(base)")
+        #expect(errorKind { _ = try none.consumeOnce(namespace: "1", key: "b", expiresAt: 200, now: 100) }
+                == .unavailable)
+    }
+
+    @Test func stoppedServerFailsFastThenReconnectsAfterRestart() throws {
+        let server = try RedisServer()
+        defer { server.stop() }
+        let store = try makeRedisStore(server, timeoutMillis: 250)
+        #expect(try store.consumeOnce(namespace: "1", key: "a", expiresAt: 200, now: 100))
+        server.stop()
+        let failStart = MonotonicClock.nowMillis()
+        for _ in 0..<50 {
+            #expect(errorKind { _ = try store.consumeOnce(namespace: "1", key: "b", expiresAt: 200, now: 100) }
+                    == .unavailable)
+        }
+        #expect(MonotonicClock.nowMillis() - failStart < 1_000)
+
+        try server.start()
+        let restarted = MonotonicClock.nowMillis()
+        var recovered = false
+        while !recovered && MonotonicClock.nowMillis() - restarted < 10_000 {
+            recovered = errorKind { try store.ping() } == nil
+            if !recovered { usleep(20_000) }
+        }
+        #expect(recovered)
+        #expect(MonotonicClock.nowMillis() - restarted < 6_000)
+        #expect(try store.consumeOnce(namespace: "1", key: "b", expiresAt: 200, now: 100))
+    }
+
+    @Test func serverThatNeverAnswersTimesOutWithinTheBudget() throws {
+        let listener = try SilentListener()
+        let store = try RedisStateStore(url: "redis://127.0.0.1:\(listener.port)", keyPrefix: "t:", timeoutMillis: 200)
+        let start = MonotonicClock.nowMillis()
+        #expect(errorKind { _ = try store.consumeOnce(namespace: "1", key: "a", expiresAt: 200, now: 100) } == .timeout)
+        let elapsed = MonotonicClock.nowMillis() - start
+        #expect(elapsed >= 150 && elapsed < 700)
+        // Backing off now: the next call fails at once without touching the network.
+        let again = MonotonicClock.nowMillis()
+        #expect(errorKind { try store.ping() } == .unavailable)
+        #expect(MonotonicClock.nowMillis() - again < 50)
+    }
+
+    @Test func consumeOnceRoundTripIsQuick() throws {
+        let server = try RedisServer()
+        defer { server.stop() }
+        let store = try makeRedisStore(server)
+        let n = 2_000
+        let start = MonotonicClock.nowMicros()
+        for i in 0..<n {
+            _ = try store.consumeOnce(namespace: "1", key: "k\(i)", expiresAt: 2_000_000_000, now: 1_000_000_000)
+        }
+        let micros = Double(MonotonicClock.nowMicros() - start) / Double(n)
+        print("RedisStateStore.consumeOnce: \(micros) µs per round trip")
+        #expect(micros < 5_000)
+    }
+}
+
+/// URL parsing and the reconnect state machine, without sockets.
+@Suite struct RedisConfigurationTests {
+    @Test func urlsParse() throws {
+        let full = try RedisEndpoint(parsing: "redis://user:p%40ss@redis.internal:6380/3")
+        #expect(full == RedisEndpoint(host: "redis.internal", port: 6380, user: "user", password: "p@ss", database: 3))
+        #expect(full.description == "redis://redis.internal:6380/3")
+        let bare = try RedisEndpoint(parsing: "redis://127.0.0.1")
+        #expect(bare == RedisEndpoint(host: "127.0.0.1", port: 6379, user: nil, password: nil, database: 0))
+        let v6 = try RedisEndpoint(parsing: "redis://:pw@[::1]:7000/")
+        #expect(v6 == RedisEndpoint(host: "::1", port: 7000, user: nil, password: "pw", database: 0))
+    }
+
+    @Test(arguments: ["http://127.0.0.1:6379", "rediss://h:6379", "redis://", "redis://h:0", "redis://h:65536",
+                      "redis://h:x", "redis://h:6379/-1", "redis://h:6379/db", "redis://pw@h:6379",
+                      "redis://:@h:6379", "redis://:%zz@h", "redis://[::1:6379", "redis://h?x=1"])
+    func malformedURLsAreInvalid(url: String) {
+        #expect(errorKind { _ = try RedisStateStore(url: url, keyPrefix: "p:", timeoutMillis: 250) } == .invalid)
+    }
+
+    @Test func backoffDoublesUpToTheCapAndResetsOnSuccess() {
+        var m = RedisReconnectStateMachine()
+        #expect(m.beginCall(nowMillis: 0) == .connect)
+        m.failed(nowMillis: 1_000)
+        #expect(m.beginCall(nowMillis: 1_040) == .failFast(retryInMillis: 60))
+        #expect(m.beginCall(nowMillis: 1_100) == .connect)
+        var now: UInt64 = 1_100
+        for expected: UInt64 in [200, 400, 800, 1_600, 3_200, 5_000, 5_000] {
+            m.failed(nowMillis: now)
+            #expect(m.beginCall(nowMillis: now) == .failFast(retryInMillis: expected))
+            now += expected
+        }
+        m.connectSucceeded()
+        #expect(m.beginCall(nowMillis: now) == .useConnection)
+        m.failed(nowMillis: now)
+        #expect(m.beginCall(nowMillis: now) == .failFast(retryInMillis: 100))
+    }
+}

@@ -1,0 +1,138 @@
+import Foundation
+import StateStore
+@testable import StateStoreSQLite
+import Testing
+
+/// The SQLite backend: the shared conformance suite on a fresh file each, then what only a file can show —
+/// durability across reopen, exactly-once across store instances, schema versioning, sweeping, folder handling.
+@Suite struct SQLiteStateStoreTests {
+    @Test(arguments: StateStoreConformance.Check.allCases)
+    func conformance(_ check: StateStoreConformance.Check) throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        try StateStoreConformance(make: {
+            try SQLiteStateStore(path: directory.path + "/state.db", timeoutMillis: 5_000)
+        }).run(check)
+    }
+
+    @Test func dataSurvivesReopening() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path + "/state.db"
+        let key = AttestedKeyRecord(keyID: "k1", appID: "TEAM.app", publicKey: [4, 1, 2], counter: 1,
+                                    environment: "development", createdAt: 1_700_000_000)
+        let receipt = ReceiptRecord(receipt: [1, 2, 3], riskMetric: 2, createdAt: 10, notBefore: 20, lastUsedAt: 30)
+        do {
+            let store = try SQLiteStateStore(path: path, timeoutMillis: 1_000)
+            #expect(try store.consumeOnce(namespace: "jti", key: "t1", expiresAt: 2_000, now: 1_000))
+            #expect(try store.registerKey(key))
+            #expect(try store.advanceCounter(keyID: "k1", to: 9))
+            try store.putReceipt(keyID: "k1", receipt)
+        }  // the store is released here: statements finalized, connection closed
+        let reopened = try SQLiteStateStore(path: path, timeoutMillis: 1_000)
+        #expect(try !reopened.consumeOnce(namespace: "jti", key: "t1", expiresAt: 2_000, now: 1_500))
+        var advanced = key
+        advanced.counter = 9
+        #expect(try reopened.key(id: "k1") == advanced)
+        #expect(try reopened.receipt(keyID: "k1") == receipt)
+    }
+
+    @Test func twoStoresOnOneFileHaveOneWinner() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path + "/state.db"
+        let stores = [try SQLiteStateStore(path: path, timeoutMillis: 5_000),
+                      try SQLiteStateStore(path: path, timeoutMillis: 5_000)]
+        let keys = 30
+        let wins = try ThreadRace.run(threads: StateStoreConformance.threads, rounds: keys) { thread, key in
+            try stores[thread % 2].consumeOnce(namespace: "jti", key: "race-\(key)", expiresAt: 2_000, now: 1_000)
+        }
+        let winnersPerKey = (0..<keys).map { key in wins.filter { $0[key] }.count }
+        #expect(winnersPerKey.allSatisfy { $0 == 1 }, "winners per key: \(winnersPerKey)")
+        #expect(try stores[0].registerKey(AttestedKeyRecord(keyID: "k", appID: "a", publicKey: [4], counter: 0,
+                                                             environment: "production", createdAt: 0)))
+        let advanced = try ThreadRace.run(threads: StateStoreConformance.threads) { thread in
+            try stores[thread % 2].advanceCounter(keyID: "k", to: 5)
+        }
+        #expect(advanced.filter { $0 }.count == 1, "one of many equal advances wins")
+    }
+
+    @Test func schemaVersionIsRecordedAndFutureVersionsAreRefused() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path + "/state.db"
+        do {
+            let store = try SQLiteStateStore(path: path, timeoutMillis: 1_000)
+            #expect(try store.schemaVersion() == SQLiteStateStore.supportedSchemaVersion)
+            #expect(SQLiteStateStore.supportedSchemaVersion == 1)
+        }
+        #expect(try SQLiteStateStore(path: path, timeoutMillis: 1_000).schemaVersion() == 1, "reopen keeps it")
+        do {
+            let store = try SQLiteStateStore(path: path, timeoutMillis: 1_000)
+            try store.executeForTesting("INSERT INTO schema_version(version) VALUES (99)")
+        }
+        let error = #expect(throws: StateStoreError.self) {
+            try SQLiteStateStore(path: path, timeoutMillis: 1_000)
+        }
+        #expect(error?.kind == .unavailable)
+        #expect(error?.description.contains("99") == true)
+    }
+
+    @Test func sweepRemovesOnlyExpiredRowsInBatches() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let store = try SQLiteStateStore(path: directory.path + "/state.db", timeoutMillis: 1_000)
+        let expired = SQLiteStateStore.sweepBatchSize * 2 + 17
+        try store.executeForTesting("BEGIN")
+        for i in 0..<expired {
+            #expect(try store.consumeOnce(namespace: "jti", key: "old-\(i)", expiresAt: 100 + Int64(i % 50), now: 0))
+        }
+        try store.executeForTesting("COMMIT")
+        for i in 0..<5 {
+            #expect(try store.consumeOnce(namespace: "jti", key: "live-\(i)", expiresAt: 1_000, now: 0))
+        }
+        #expect(try store.sweepExpired(now: 149) == expired)
+        #expect(try store.sweepExpired(now: 149) == 0)
+        for i in 0..<5 {
+            #expect(try !store.consumeOnce(namespace: "jti", key: "live-\(i)", expiresAt: 1_000, now: 149))
+        }
+    }
+
+    @Test func missingFoldersAreCreated() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let store = try SQLiteStateStore(path: directory.path + "/a/b/c/state.db", timeoutMillis: 1_000)
+        try store.ping()
+        #expect(directory.contains("a/b/c", isDirectory: true))
+        #expect(directory.contains("a/b/c/state.db", isDirectory: false))
+    }
+
+    @Test(arguments: ["file-as-folder/state.db", "file-as-folder/deeper/state.db"])
+    func unwritablePathIsUnavailable(_ relative: String) throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        // A regular file where a folder should be: fails even for root, unlike permission bits.
+        try Data("x".utf8).write(to: URL(fileURLWithPath: directory.path + "/file-as-folder"))
+        let error = #expect(throws: StateStoreError.self) {
+            try SQLiteStateStore(path: directory.path + "/" + relative, timeoutMillis: 1_000)
+        }
+        #expect(error?.kind == .unavailable)
+    }
+
+    @Test func aFileThatIsNotADatabaseIsUnavailable() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path + "/state.db"
+        try Data(repeating: 0x5A, count: 8_192).write(to: URL(fileURLWithPath: path))
+        let error = #expect(throws: StateStoreError.self) {
+            try SQLiteStateStore(path: path, timeoutMillis: 1_000)
+        }
+        #expect(error?.kind == .unavailable)
+    }
+
+    @Test func invalidArgumentsAreRejected() {
+        #expect(throws: StateStoreError(.invalid, "sqlite: empty path")) {
+            try SQLiteStateStore(path: "", timeoutMillis: 1_000)
+        }
+    }
+}

@@ -1,0 +1,101 @@
+import StateStore
+import Synchronization
+import Testing
+
+/// Conformance checks for App Attest keys, counters and receipts.
+extension StateStoreConformance {
+    static func keyRegistration(_ store: any AttestationStateStore, _ run: Run) throws {
+        // Names deliberately out of alphabetical order: the list must follow registration, not sorting.
+        let zeta = run.key("zeta", app: "app-a", counter: 3)
+        let beta = run.key("beta", app: "app-b")
+        let alpha = run.key("alpha", app: "app-a")
+        for record in [zeta, beta, alpha] {
+            #expect(try store.registerKey(record))
+        }
+        #expect(try store.key(id: zeta.keyID) == zeta)
+        #expect(try store.key(id: beta.keyID) == beta)
+        #expect(try store.key(id: run.name("unknown")) == nil)
+        #expect(try store.keys(appID: run.name("app-a")) == [zeta, alpha])
+        #expect(try store.keys(appID: run.name("app-b")) == [beta])
+        #expect(try store.keys(appID: run.name("app-unknown")).isEmpty)
+    }
+
+    static func duplicateRegistrationKeepsOriginal(_ store: any AttestationStateStore, _ run: Run) throws {
+        let original = run.key("key", app: "app-a", counter: 7)
+        #expect(try store.registerKey(original))
+        var impostor = run.key("key", app: "app-b", counter: 0)
+        impostor.publicKey = [0x04, 1, 2, 3]
+        impostor.environment = "development"
+        #expect(try !store.registerKey(impostor))
+        #expect(try !store.registerKey(original))
+        #expect(try store.key(id: original.keyID) == original)
+        #expect(try store.keys(appID: run.name("app-a")) == [original])
+        #expect(try store.keys(appID: run.name("app-b")).isEmpty)
+    }
+
+    static func counterCompareAndSet(_ store: any AttestationStateStore, _ run: Run) throws {
+        let record = run.key("key", app: "app", counter: 5)
+        #expect(try store.registerKey(record))
+        #expect(try !store.advanceCounter(keyID: record.keyID, to: 5), "equal fails")
+        #expect(try !store.advanceCounter(keyID: record.keyID, to: 4), "smaller fails")
+        #expect(try store.advanceCounter(keyID: record.keyID, to: 6))
+        #expect(try !store.advanceCounter(keyID: record.keyID, to: 6))
+        #expect(try store.advanceCounter(keyID: record.keyID, to: 1_000))
+        #expect(try !store.advanceCounter(keyID: record.keyID, to: 999))
+        #expect(try store.key(id: record.keyID)?.counter == 1_000)
+        #expect(try store.advanceCounter(keyID: record.keyID, to: .max), "the full UInt32 range is stored")
+        #expect(try store.key(id: record.keyID)?.counter == .max)
+        #expect(try !store.advanceCounter(keyID: run.name("unknown"), to: 1), "unknown key fails")
+        #expect(try store.key(id: run.name("unknown")) == nil, "and is not created")
+    }
+
+    /// 16 threads advance one key through shuffled distinct values. Linearizability, observed from outside: when
+    /// one success returned before another began, the later one stored a greater value; and the final counter is
+    /// the largest value tried (that call cannot have lost).
+    static func concurrentCounterAdvance(_ store: any AttestationStateStore, _ run: Run) throws {
+        struct Attempt: Sendable {
+            let value: UInt32, succeeded: Bool, started: Int, ended: Int
+        }
+        let record = run.key("key", app: "app")
+        #expect(try store.registerKey(record))
+        let perThread = 20
+        let values = Array(UInt32(1)...UInt32(threads * perThread)).shuffled()
+        let ticket = Ticket()
+        let attempts = try ThreadRace.run(threads: threads, rounds: perThread) { thread, round in
+            let value = values[thread * perThread + round]
+            let started = ticket.next()
+            let succeeded = try store.advanceCounter(keyID: record.keyID, to: value)
+            return Attempt(value: value, succeeded: succeeded, started: started, ended: ticket.next())
+        }.flatMap { $0 }
+        let successes = attempts.filter(\.succeeded)
+        #expect(try store.key(id: record.keyID)?.counter == values.max())
+        #expect(successes.contains { $0.value == values.max() })
+        var violations = 0
+        for earlier in successes {
+            for later in successes where earlier.ended < later.started && later.value <= earlier.value {
+                violations += 1
+            }
+        }
+        #expect(violations == 0, "a success stored a value not above an earlier success")
+    }
+
+    static func receipts(_ store: any AttestationStateStore, _ run: Run) throws {
+        let keyID = run.name("key")
+        #expect(try store.receipt(keyID: keyID) == nil)
+        let first = ReceiptRecord(receipt: [0x30, 0x80, 0x00, 0xFF], riskMetric: 3, createdAt: run.now - 100,
+                                  notBefore: run.now + 86_400, lastUsedAt: run.now)
+        try store.putReceipt(keyID: keyID, first)
+        #expect(try store.receipt(keyID: keyID) == first)
+        let second = ReceiptRecord(receipt: Array(repeating: 0xAB, count: 4_096), riskMetric: nil,
+                                   createdAt: run.now, notBefore: nil, lastUsedAt: run.now + 5)
+        try store.putReceipt(keyID: keyID, second)
+        #expect(try store.receipt(keyID: keyID) == second, "put replaces")
+        #expect(try store.receipt(keyID: run.name("other")) == nil)
+    }
+}
+
+/// A global order of events across threads (an atomic ticket counter).
+private final class Ticket: Sendable {
+    private let value = Atomic<Int>(0)
+    func next() -> Int { value.add(1, ordering: .sequentiallyConsistent).newValue }
+}

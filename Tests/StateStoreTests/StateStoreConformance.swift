@@ -1,0 +1,122 @@
+import Foundation
+import StateStore
+import Testing
+
+/// The behaviour every `AttestationStateStore` backend must show, written once and run against each backend.
+///
+/// A backend's test file calls it with its own factory, one Swift Testing case per check:
+///
+///     @Test(arguments: StateStoreConformance.Check.allCases)
+///     func conformance(_ check: StateStoreConformance.Check) throws {
+///         try StateStoreConformance(make: { MemoryStateStore() }).run(check)
+///     }
+///
+/// or everything at once with `try StateStoreConformance(make: …).runAll()`. Each check asks `make` for a fresh
+/// store, and uses namespaces, key ids and app ids unique to the run, so a shared backend (one Redis) needs no
+/// cleanup between runs. Times are near the real clock (a backend may turn `expiresAt - now` into a TTL), but
+/// expiry is decided by the `now` argument alone.
+struct StateStoreConformance {
+    /// One behaviour; a backend may skip a case it documents as unsupported.
+    enum Check: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        case consumeOnce
+        case consumeOnceHonoursExpiry
+        case concurrentConsumeHasOneWinner
+        case keyRegistration
+        case duplicateRegistrationKeepsOriginal
+        case counterCompareAndSet
+        case concurrentCounterAdvance
+        case receipts
+        case sweepKeepsLiveValues
+        case ping
+
+        var testDescription: String { rawValue }
+    }
+
+    /// Threads racing in the concurrency checks.
+    static let threads = 16
+
+    /// Builds a fresh store (for a file backend, on a fresh file).
+    let make: () throws -> any AttestationStateStore
+
+    func runAll() throws {
+        for check in Check.allCases {
+            try run(check)
+        }
+    }
+
+    func run(_ check: Check) throws {
+        let store = try make()
+        let run = Run()
+        switch check {
+        case .consumeOnce: try Self.consumeOnce(store, run)
+        case .consumeOnceHonoursExpiry: try Self.consumeOnceHonoursExpiry(store, run)
+        case .concurrentConsumeHasOneWinner: try Self.concurrentConsumeHasOneWinner(store, run)
+        case .keyRegistration: try Self.keyRegistration(store, run)
+        case .duplicateRegistrationKeepsOriginal: try Self.duplicateRegistrationKeepsOriginal(store, run)
+        case .counterCompareAndSet: try Self.counterCompareAndSet(store, run)
+        case .concurrentCounterAdvance: try Self.concurrentCounterAdvance(store, run)
+        case .receipts: try Self.receipts(store, run)
+        case .sweepKeepsLiveValues: try Self.sweepKeepsLiveValues(store, run)
+        case .ping: try store.ping()
+        }
+    }
+
+    /// Names unique to one check run, and the base time.
+    struct Run {
+        let id = "c\(UInt64.random(in: 0...UInt64.max))"
+        let now = Int64(Date().timeIntervalSince1970)
+
+        func name(_ suffix: String) -> String { "\(id).\(suffix)" }
+
+        func key(_ suffix: String, app: String, counter: UInt32 = 0) -> AttestedKeyRecord {
+            AttestedKeyRecord(
+                keyID: name(suffix), appID: name(app), publicKey: [0x04] + Array(suffix.utf8) + [0, 0xFF],
+                counter: counter, environment: "production", createdAt: now)
+        }
+    }
+
+    // MARK: consumed one-time values
+
+    static func consumeOnce(_ store: any AttestationStateStore, _ run: Run) throws {
+        let jti = run.name("jti"), other = run.name("challenge")
+        #expect(try store.consumeOnce(namespace: jti, key: "token-1", expiresAt: run.now + 60, now: run.now))
+        #expect(try !store.consumeOnce(namespace: jti, key: "token-1", expiresAt: run.now + 60, now: run.now))
+        #expect(try !store.consumeOnce(namespace: jti, key: "token-1", expiresAt: run.now + 600, now: run.now + 1))
+        #expect(try store.consumeOnce(namespace: other, key: "token-1", expiresAt: run.now + 60, now: run.now),
+                "namespaces are independent")
+        #expect(try store.consumeOnce(namespace: jti, key: "token-2", expiresAt: run.now + 60, now: run.now))
+        #expect(try store.consumeOnce(namespace: jti, key: "", expiresAt: run.now + 60, now: run.now))
+        #expect(try !store.consumeOnce(namespace: jti, key: "", expiresAt: run.now + 60, now: run.now))
+    }
+
+    static func consumeOnceHonoursExpiry(_ store: any AttestationStateStore, _ run: Run) throws {
+        let ns = run.name("jti"), t = run.now
+        #expect(try store.consumeOnce(namespace: ns, key: "k", expiresAt: t + 10, now: t))
+        #expect(try !store.consumeOnce(namespace: ns, key: "k", expiresAt: t + 10, now: t + 9), "live until expiry")
+        #expect(try store.consumeOnce(namespace: ns, key: "k", expiresAt: t + 20, now: t + 10), "expired at expiry")
+        #expect(try !store.consumeOnce(namespace: ns, key: "k", expiresAt: t + 30, now: t + 19), "new expiry kept")
+        #expect(try store.consumeOnce(namespace: ns, key: "k", expiresAt: t + 40, now: t + 25))
+        #expect(try !store.consumeOnce(namespace: ns, key: "k", expiresAt: t + 40, now: t + 25))
+    }
+
+    /// 16 threads race for each of 50 keys, one key per barrier-synchronised round: exactly one winner each.
+    static func concurrentConsumeHasOneWinner(_ store: any AttestationStateStore, _ run: Run) throws {
+        let ns = run.name("jti"), now = run.now, keys = 50
+        let wins = try ThreadRace.run(threads: threads, rounds: keys) { _, key in
+            try store.consumeOnce(namespace: ns, key: "race-\(key)", expiresAt: now + 60, now: now)
+        }
+        let winnersPerKey = (0..<keys).map { key in wins.filter { $0[key] }.count }
+        #expect(winnersPerKey.allSatisfy { $0 == 1 }, "winners per key: \(winnersPerKey)")
+    }
+
+    static func sweepKeepsLiveValues(_ store: any AttestationStateStore, _ run: Run) throws {
+        let ns = run.name("jti"), t = run.now
+        #expect(try store.consumeOnce(namespace: ns, key: "short", expiresAt: t + 5, now: t))
+        #expect(try store.consumeOnce(namespace: ns, key: "long", expiresAt: t + 100, now: t))
+        let swept = try store.sweepExpired(now: t + 10)
+        #expect(swept >= 0)
+        #expect(try !store.consumeOnce(namespace: ns, key: "long", expiresAt: t + 100, now: t + 10), "still live")
+        #expect(try store.consumeOnce(namespace: ns, key: "short", expiresAt: t + 100, now: t + 10))
+        #expect(try store.sweepExpired(now: t + 10) == 0, "nothing left to sweep")
+    }
+}
