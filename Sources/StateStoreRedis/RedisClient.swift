@@ -37,13 +37,17 @@ final class RedisClient: Sendable {
         throws(StateStoreError) -> RedisReply {
         let deadline = RedisDeadline(timeoutMillis: timeoutMillis)
         return try withConnection(deadline) { (connection, shas) throws(StateStoreError) -> RedisReply in
-            if shas[script.id] == nil {
+            let sha: String
+            if let known = shas[script.id] {
+                sha = known
+            } else {
                 let loaded = try connection.run(RedisCommand("SCRIPT", "LOAD", script.source), deadline: deadline)
-                guard case .string(let sha) = loaded else { throw loaded.unexpected("SCRIPT LOAD \(script.name)") }
-                shas[script.id] = String(decoding: sha, as: UTF8.self)
+                guard case .string(let bytes) = loaded else { throw loaded.unexpected("SCRIPT LOAD \(script.name)") }
+                sha = String(decoding: bytes, as: UTF8.self)
+                shas[script.id] = sha
             }
             var evalsha = RedisCommand("EVALSHA")
-            evalsha.append(shas[script.id]!)
+            evalsha.append(sha)
             appendArguments(&evalsha)
             let reply = try connection.run(evalsha, deadline: deadline)
             guard case .error(let message) = reply, message.hasPrefix("NOSCRIPT") else { return reply }
