@@ -9,6 +9,10 @@
 #     gw-rs256-repeated  the same gateway, one token in every request (its verified-token cache answers)
 #     haproxy-distinct   HAProxy (Debian's 2.6) jwt_verify + claim ACLs, nbthread 1, a different token per request
 #     haproxy-repeated   the same HAProxy, one token in every request (HAProxy has no verification cache)
+#     gw-lu-sqlite       the RS256 gateway config plus `limited_use: true`, state {backend: sqlite}: each distinct
+#                        token's jti is consumed once (one WAL commit per request); restarted on a fresh file per run
+#     gw-lu-redis        the same with state {backend: redis} (redis-server on core 1, one Lua script per request);
+#                        restarted with a fresh key_prefix on a flushed redis per run
 #   load     : wrk -t1 -c64 --latency, pinned to core 1 (shared with the upstream); the distinct rows use
 #              scripts/bench/tokens.lua (next token of a list per request), the repeated rows a fixed -H header
 #   tokens   : scripts/bench/mint_tokens.py: a fresh RSA-2048 key per invocation, Firebase App Check claims
@@ -20,6 +24,8 @@
 # /usr/sbin/nginx), HAPROXY_BIN (default: haproxy on PATH or /usr/sbin/haproxy), BENCH_SECONDS (10),
 # BENCH_ROUNDS (3), BENCH_WARMUP_SECONDS (1), BENCH_CONNECTIONS (64), BENCH_TOKENS (distinct tokens to mint,
 # default 22000 x BENCH_SECONDS, at least 20000: a measured run above 22k req/s wraps the list, which is reported), BENCH_RS256 (1; 0 skips the four token rows and HAProxy).
+# BENCH_LU (1; 0 skips the two limited-use rows and redis-server; forced to 0 by BENCH_RS256=0), REDIS_BIN (default
+# redis-server on PATH), REDIS_CLI (default redis-cli on PATH).
 # Exits non-zero only when something fails to start; missing the targets is reported, never asserted.
 set -euo pipefail
 
@@ -31,11 +37,16 @@ ROUNDS=${BENCH_ROUNDS:-3}
 WARMUP=${BENCH_WARMUP_SECONDS:-1}
 CONNS=${BENCH_CONNECTIONS:-64}
 RS256=${BENCH_RS256:-1}
+LU=${BENCH_LU:-1}
+[ "$RS256" = 1 ] || LU=0
+REDIS_BIN=${REDIS_BIN:-$(command -v redis-server || echo /usr/bin/redis-server)}
+REDIS_CLI=${REDIS_CLI:-$(command -v redis-cli || echo /usr/bin/redis-cli)}
 TOKENS=${BENCH_TOKENS:-$(( SECONDS_PER_RUN * 22000 > 20000 ? SECONDS_PER_RUN * 22000 : 20000 ))}
 TARGET_CPU_RATIO=0.8   # gateway CPU µs/req ÷ nginx CPU µs/req must be ≤ this
 TARGET_RPS_RATIO=1.2   # gateway req/s ÷ nginx req/s must be ≥ this
 TARGET_DISTINCT=1.5    # gw-rs256-distinct req/s ÷ haproxy-distinct req/s must be ≥ this
 TARGET_REPEATED=1.0    # gw-rs256-repeated req/s ÷ nginx (proxy_pass, no token) req/s must be ≥ this
+TARGET_LU_SQLITE=0.7   # gw-lu-sqlite req/s ÷ gw-rs256-distinct req/s must be ≥ this
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TOKEN_PROJECT_NUMBER=123456789012   # must match scripts/bench/mint_tokens.py
 
@@ -55,6 +66,10 @@ if [ "$RS256" = 1 ]; then
     python3 -m pip install --quiet cryptography || die "python3 -m pip install cryptography failed"
   fi
   [ -f "$HERE/bench/mint_tokens.py" ] && [ -f "$HERE/bench/tokens.lua" ] || die "scripts/bench/ helpers missing"
+fi
+if [ "$LU" = 1 ]; then
+  [ -x "$REDIS_BIN" ] || die "redis-server not found at $REDIS_BIN (run: scripts/install-deps.sh bench, or BENCH_LU=0)"
+  [ -x "$REDIS_CLI" ] || die "redis-cli not found at $REDIS_CLI (run: scripts/install-deps.sh bench, or BENCH_LU=0)"
 fi
 [ "$(nproc)" -ge 2 ] || die "needs at least 2 cores for the pinning (core 0: proxy, core 1: wrk + upstream)"
 
@@ -93,6 +108,7 @@ wait_port() {
 }
 
 UPORT=$(free_port); GPORT=$(free_port); NPORT=$(free_port); VPORT=$(free_port); HPORT=$(free_port)
+LSPORT=$(free_port); LRPORT=$(free_port); RPORT=$(free_port)   # gw-lu-sqlite, gw-lu-redis, redis-server
 CLK_TCK=$(getconf CLK_TCK)
 BODY='attest-gateway bench upstream: 50-byte body ok.\n'   # 47 characters + newline = 48 bytes
 
@@ -147,8 +163,18 @@ EOF
 
 if [ "$RS256" = 1 ]; then
   mkdir -p "$TMP/tokens" "$TMP/haproxy"
-  echo "bench: minting an RSA-2048 key and $TOKENS distinct RS256 tokens ($(nproc) processes)..."
-  python3 "$HERE/bench/mint_tokens.py" "$TMP/tokens" "$TOKENS" || die "token minting failed"
+  # The limited-use rows warm up from a slice of their own (LU_WARM more tokens, never in a measured run's list):
+  # a warm-up must not consume a token the measured run will send.
+  LU_WARM=0; [ "$LU" = 1 ] && LU_WARM=$(( WARMUP * 22000 > 5000 ? WARMUP * 22000 : 5000 ))
+  echo "bench: minting an RSA-2048 key and $(( TOKENS + LU_WARM )) distinct RS256 tokens ($(nproc) processes)..."
+  python3 "$HERE/bench/mint_tokens.py" "$TMP/tokens" "$(( TOKENS + LU_WARM ))" || die "token minting failed"
+  if [ "$LU" = 1 ]; then
+    tail -n "$LU_WARM" "$TMP/tokens/distinct.jwt" > "$TMP/tokens/lu-warmup.jwt"
+    head -n "$TOKENS" "$TMP/tokens/distinct.jwt" > "$TMP/tokens/distinct.tmp" && mv "$TMP/tokens/distinct.tmp" "$TMP/tokens/distinct.jwt"
+    [ "$(wc -l < "$TMP/tokens/distinct.jwt")" = "$TOKENS" ] && [ "$(wc -l < "$TMP/tokens/lu-warmup.jwt")" = "$LU_WARM" ] \
+      || die "splitting the token list failed"
+    LU_FRESH=$(tail -n 1 "$TMP/tokens/lu-warmup.jwt")   # for the sanity check (each LU gateway gets fresh state)
+  fi
   sync   # write the token file back now, not during the first measured runs
   REPEATED_TOKEN=$(cat "$TMP/tokens/repeated.jwt"); BAD_TOKEN=$(cat "$TMP/tokens/bad.jwt")
   FIRST_DISTINCT=$(head -n 1 "$TMP/tokens/distinct.jwt")
@@ -227,10 +253,68 @@ start_haproxy() {
   wait_port "$HPORT" "$HA_PID" "haproxy" "$TMP/haproxy/haproxy.log"
 }
 
+# --- limited-use rows: redis-server, and the two gateways, restarted with fresh state before every measured run
+RS_PID=""; LS_PID=""; LR_PID=""; LU_SEQ=0
+start_redis() {
+  mkdir -p "$TMP/redis"
+  (cd "$TMP/redis" && exec taskset -c 1 "$REDIS_BIN" --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly no \
+     --dir "$TMP/redis" --daemonize no --logfile "$TMP/redis/redis.log") >/dev/null 2>&1 &
+  RS_PID=$!; PIDS+=("$RS_PID")
+  wait_port "$RPORT" "$RS_PID" "redis-server" "$TMP/redis/redis.log"
+}
+stop_pid() { # PID: stops one process this script started and waits for it; drops it from PIDS
+  local p=$1 keep=() q
+  [ -n "$p" ] || return 0
+  kill "$p" 2>/dev/null || true
+  for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+  kill -9 "$p" 2>/dev/null || true
+  wait "$p" 2>/dev/null || true
+  for q in "${PIDS[@]+"${PIDS[@]}"}"; do [ "$q" = "$p" ] || keep+=("$q"); done
+  PIDS=("${keep[@]+"${keep[@]}"}")
+}
+# start_lu sqlite|redis TAG: (re)starts that limited-use gateway with state nobody has seen: a new SQLite file
+# (the previous one deleted), or a flushed redis and a new key_prefix. Sets LS_PID / LR_PID.
+start_lu() {
+  local kind=$1 tag=$2 port pidvar state cfg err old
+  LU_SEQ=$(( LU_SEQ + 1 ))
+  if [ "$kind" = sqlite ]; then port=$LSPORT; pidvar=LS_PID; else port=$LRPORT; pidvar=LR_PID; fi
+  old=${!pidvar}
+  if [ -n "$old" ]; then
+    if ! kill -0 "$old" 2>/dev/null; then
+      echo "--- gw-lu-$kind (pid $old) had exited; its stderr (last 30 lines):"; tail -n 30 "$TMP/lu/gw-$kind.err" || true
+    fi
+    stop_pid "$old"
+  fi
+  mkdir -p "$TMP/lu"
+  if [ "$kind" = sqlite ]; then
+    rm -f "$TMP"/lu/state-*.db "$TMP"/lu/state-*.db-wal "$TMP"/lu/state-*.db-shm
+    state="{backend: sqlite, path: $TMP/lu/state-$tag.db}"
+  else
+    [ "$("$REDIS_CLI" -p "$RPORT" FLUSHALL 2>&1)" = OK ] || die "redis-cli FLUSHALL failed"
+    state="{backend: redis, url: \"redis://127.0.0.1:$RPORT/0\", key_prefix: \"bench-$tag-$LU_SEQ:\"}"
+  fi
+  cfg="$TMP/lu/gateway-$kind.yml"; err="$TMP/lu/gw-$kind.err"
+  cat > "$cfg" <<EOF
+version: 1
+listeners: [{address: 127.0.0.1:$port}]
+state: $state
+upstreams:
+  api: {url: "http://127.0.0.1:$UPORT", max_idle_connections: 256}
+verifiers:
+  fb: {type: app_check, project_number: "$TOKEN_PROJECT_NUMBER", project_id: demo-project, jwks_file: $TMP/tokens/jwks.json}
+routes:
+  - {name: bench, match: {path_prefix: /}, upstream: api, verify: [fb], limited_use: true}
+EOF
+  taskset -c 0 "$GATEWAY_BIN" serve --config "$cfg" --workers 1 >/dev/null 2>"$err" &
+  printf -v "$pidvar" '%s' "$!"; PIDS+=("$!")
+  wait_port "$port" "${!pidvar}" "attest-gateway (limited use, $kind)" "$err"
+}
+
 start_nginx "upstream" "$TMP/upstream" 1 "$UPORT"; UP_PID=$STARTED_PID
 start_nginx "nginx proxy" "$TMP/nginxproxy" 0 "$NPORT"; NG_PID=$STARTED_PID
 start_gateway
 if [ "$RS256" = 1 ]; then start_gateway rs256; start_haproxy; fi
+if [ "$LU" = 1 ]; then start_redis; start_lu sqlite sanity; start_lu redis sanity; fi
 
 # probe PORT [TOKEN] -> sets PROBE_STATUS (status code or "none") and PROBE_REPLY (raw reply)
 probe() {
@@ -269,6 +353,24 @@ if [ "$RS256" = 1 ]; then
   done
   echo
 fi
+probe_reason() { # the "reason" of a local JSON reply, or "-"
+  if [[ "$PROBE_REPLY" =~ \"reason\":\"([a-z_]+)\" ]]; then echo "${BASH_REMATCH[1]}"; else echo -; fi
+}
+if [ "$LU" = 1 ]; then
+  echo "sanity, limited use (must be: fresh token 200, the same token again 401 token_replayed, token without jti 401 missing_jti):"
+  for who in gw-lu-sqlite:$LSPORT gw-lu-redis:$LRPORT; do
+    name=${who%%:*}; port=${who##*:}
+    check_pass "$name" "$port" "$LU_FRESH"; s_fresh=$PROBE_STATUS
+    probe "$port" "$LU_FRESH"; s_again="$PROBE_STATUS $(probe_reason)"
+    probe "$port" "$REPEATED_TOKEN"; s_nojti="$PROBE_STATUS $(probe_reason)"   # repeated.jwt has no jti
+    printf '  %-22s fresh token %s, same token again %s, token without jti %s\n' "$name" "$s_fresh" "$s_again" "$s_nojti"
+    if [ "$s_again" != "401 token_replayed" ] || [ "$s_nojti" != "401 missing_jti" ]; then
+      loud "$name does not enforce limited use (again: $s_again, no jti: $s_nojti)"
+      die "$name does not enforce limited use"
+    fi
+  done
+  echo
+fi
 
 cpu_ticks() { # utime+stime of PID (all threads), in clock ticks; fields 14 and 15, counted after the ')' of comm
   local s; s=$(cat "/proc/$1/stat") || return 1
@@ -295,29 +397,35 @@ echo
 ANY_ERRORS=0
 declare -A R   # R[name,round,metric]
 # wrk_run MODE SECONDS PORT [--latency]: MODE none (no token), repeated (one token, fixed header), distinct
-# (tokens.lua from the start of the list), distinct-warmup (tokens.lua from the middle of the list)
+# (tokens.lua from the start of the list), distinct-warmup (tokens.lua from the middle of the list), lu (as
+# distinct), lu-warmup (tokens.lua over the limited-use rows' own warm-up slice, never sent in a measured run)
 wrk_run() {
   local mode=$1 secs=$2 port=$3 extra=${4:-} url="http://127.0.0.1:$3/bench"
   local base=(timeout $(( secs + 60 )) taskset -c 1 wrk -t1 -c"$CONNS" -d"${secs}s" $extra)
   case "$mode" in
     none) "${base[@]}" "$url" ;;
     repeated) "${base[@]}" -H "X-Firebase-AppCheck: $REPEATED_TOKEN" "$url" ;;
-    distinct) BENCH_TOKEN_FILE="$TMP/tokens/distinct.jwt" BENCH_TOKEN_START=0 BENCH_WRK_THREADS=1 \
+    distinct|lu) BENCH_TOKEN_FILE="$TMP/tokens/distinct.jwt" BENCH_TOKEN_START=0 BENCH_WRK_THREADS=1 \
       "${base[@]}" -s "$HERE/bench/tokens.lua" "$url" ;;
     distinct-warmup) BENCH_TOKEN_FILE="$TMP/tokens/distinct.jwt" BENCH_TOKEN_START=0.5 BENCH_WRK_THREADS=1 \
       "${base[@]}" -s "$HERE/bench/tokens.lua" "$url" ;;
+    lu-warmup) BENCH_TOKEN_FILE="$TMP/tokens/lu-warmup.jwt" BENCH_TOKEN_START=0 BENCH_WRK_THREADS=1 \
+      "${base[@]}" -s "$HERE/bench/tokens.lua" "$url" ;;
   esac
 }
-# run_one NAME PORT PID ROUND MODE
+# run_one NAME PORT PID ROUND MODE [SIDE_PID]: SIDE_PID (redis-server) gets its own CPU µs/req (metric scpu)
 run_one() {
-  local name=$1 port=$2 pid=$3 round=$4 mode=${5:-none} out t0 t1 reqs rps p50 p99 non2xx sockerr cpu wmode=${5:-none}
+  local name=$1 port=$2 pid=$3 round=$4 mode=${5:-none} side=${6:-} out t0 t1 s0 s1 reqs rps p50 p99 non2xx sockerr cpu wmode=${5:-none}
   [ "$mode" = distinct ] && wmode=distinct-warmup
+  [ "$mode" = lu ] && wmode=lu-warmup
   wrk_run "$wmode" "$WARMUP" "$port" >/dev/null 2>&1 || true
   if ! kill -0 "$pid" 2>/dev/null; then
     loud "$name (pid $pid) DIED during warm-up in round $round"; ANY_ERRORS=1; return 1
   fi
+  [ -n "$side" ] && s0=$(cpu_ticks "$side")
   t0=$(cpu_ticks "$pid")
   out=$(wrk_run "$mode" "$SECONDS_PER_RUN" "$port" --latency 2>&1) || true
+  [ -n "$side" ] && { s1=$(cpu_ticks "$side" 2>/dev/null) || s1=""; }
   if ! t1=$(cpu_ticks "$pid" 2>/dev/null); then
     loud "$name (pid $pid) DIED during the measured run in round $round"; printf '%s\n' "$out"; ANY_ERRORS=1; return 1
   fi
@@ -335,7 +443,10 @@ run_one() {
   R[$name,$round,cpu]=$cpu; R[$name,$round,reqs]=$reqs
   R[$name,$round,cpus]=$(awk -v d=$(( t1 - t0 )) -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", d / hz }')
   R[$name,$round,err]="${non2xx:+non-2xx $non2xx; }${sockerr:+socket $sockerr}"
-  if [ "$mode" = distinct ]; then   # the list must not wrap within a measured run (else tokens repeat)
+  if [ -n "$side" ] && [ -n "$s0" ] && [ -n "$s1" ]; then
+    R[$name,$round,scpu]=$(awk -v d=$(( s1 - s0 )) -v hz="$CLK_TCK" -v n="$reqs" 'BEGIN { printf "%.2f", d / hz * 1e6 / n }')
+  fi
+  if [ "$mode" = distinct ] || [ "$mode" = lu ]; then   # the list must not wrap within a measured run (else tokens repeat)
     local wraps; wraps=$(awk '/^bench-tokens:/ { w += $(NF - 1) } END { print w + 0 }' <<<"$out")
     R[$name,$round,wraps]=$wraps
     if [ "$wraps" != 0 ]; then
@@ -346,6 +457,9 @@ run_one() {
   if [ -n "$non2xx$sockerr" ]; then
     ANY_ERRORS=1
     loud "$name round $round: wrk reported ERRORS: ${R[$name,$round,err]}"
+    if [ "$mode" = lu ] && [ -n "$non2xx" ]; then
+      loud "$name round $round: $non2xx requests were refused in a limited-use run: a REPLAY slipped in, or the store failed (see its stderr at the end)"
+    fi
   fi
 }
 
@@ -364,6 +478,7 @@ if [ "$RS256" = 1 ]; then
   ROWS+=("gw-rs256-distinct:VPORT:VG_PID:distinct" "gw-rs256-repeated:VPORT:VG_PID:repeated"
          "haproxy-distinct:HPORT:HA_PID:distinct" "haproxy-repeated:HPORT:HA_PID:repeated")
 fi
+if [ "$LU" = 1 ]; then ROWS+=("gw-lu-sqlite:LSPORT:LS_PID:lu" "gw-lu-redis:LRPORT:LR_PID:lu"); fi
 NAMES=(); for r in "${ROWS[@]}"; do NAMES+=("${r%%:*}"); done
 
 ensure_running() { # restart a proxy that died in an earlier run (reported there)
@@ -387,10 +502,17 @@ for round in $(seq 1 "$ROUNDS"); do
   for r in "${order[@]}"; do
     ensure_running
     IFS=: read -r name portvar pidvar mode <<<"$r"
-    run_one "$name" "${!portvar}" "${!pidvar}" "$round" "$mode" || true
+    side=""
+    case "$name" in   # a token is accepted once: fresh state before every measured run of a limited-use row
+      gw-lu-sqlite) start_lu sqlite "r$round" ;;
+      gw-lu-redis) start_lu redis "r$round"; side=$RS_PID ;;
+    esac
+    run_one "$name" "${!portvar}" "${!pidvar}" "$round" "$mode" $side || true
   done
   echo "-- round $round (order: $(for r in "${order[@]}"; do printf '%s ' "${r%%:*}"; done))"
-  header; for name in "${NAMES[@]}"; do row "$name" "$round"; done; echo
+  header; for name in "${NAMES[@]}"; do row "$name" "$round"; done
+  [ "$LU" = 1 ] && echo "   redis-server CPU us/req during gw-lu-redis: ${R[gw-lu-redis,$round,scpu]:--}"
+  echo
 done
 
 median() { # NAME METRIC -> median over the rounds that produced a value
@@ -399,11 +521,13 @@ median() { # NAME METRIC -> median over the rounds that produced a value
     | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) exit; if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 for name in "${NAMES[@]}"; do
-  for m in rps p50 p99 cpu cpus reqs; do R[$name,median,$m]=$(median "$name" "$m"); done
+  for m in rps p50 p99 cpu cpus reqs scpu; do R[$name,median,$m]=$(median "$name" "$m"); done
   R[$name,median,err]=""
 done
 echo "-- median of $ROUNDS rounds"
-header; for name in "${NAMES[@]}"; do row "$name" median; done; echo
+header; for name in "${NAMES[@]}"; do row "$name" median; done
+[ "$LU" = 1 ] && echo "   redis-server CPU us/req during gw-lu-redis: ${R[gw-lu-redis,median,scpu]:--}"
+echo
 
 # ratio LABEL NUM DEN TARGET CMP(ge|le): prints NUM ÷ DEN against the target; "unavailable" when a side is missing
 ratio() {
@@ -433,9 +557,23 @@ if [ "$RS256" = 1 ]; then
     if (hd != "" && n != "") printf "; haproxy distinct %+.2f (vs nginx proxy_pass)", hd - n
     print "" }'
 fi
+if [ "$LU" = 1 ]; then
+  echo "-- limited use (each jti consumed once; SQLite: one WAL commit per request, Redis: one Lua script round trip)"
+  ratio "req/s       gw-lu-sqlite ÷ gw-rs256-distinct " gw-lu-sqlite rps gw-rs256-distinct rps "$TARGET_LU_SQLITE" ge
+  ratio "CPU µs/req  gw-lu-sqlite ÷ gw-rs256-distinct " gw-lu-sqlite cpu gw-rs256-distinct cpu - info
+  ratio "req/s       gw-lu-redis ÷ gw-rs256-distinct  " gw-lu-redis rps gw-rs256-distinct rps - info
+  ratio "CPU µs/req  gw-lu-redis ÷ gw-rs256-distinct  " gw-lu-redis cpu gw-rs256-distinct cpu - info
+  awk -v s="${R[gw-lu-sqlite,median,cpu]:-}" -v r="${R[gw-lu-redis,median,cpu]:-}" -v rs="${R[gw-lu-redis,median,scpu]:-}" \
+      -v d="${R[gw-rs256-distinct,median,cpu]:-}" 'BEGIN {
+    if (d == "") exit
+    if (s != "") printf "CPU µs/req added by the store (vs gw-rs256-distinct): sqlite %+.2f", s - d
+    if (r != "") printf "; redis %+.2f in the gateway", r - d
+    if (r != "" && rs != "") printf " + %.2f in redis-server (core 1, not in the gateway figure) = %+.2f", rs, r - d + rs
+    print "" }'
+fi
 if [ "$ANY_ERRORS" -ne 0 ]; then
   loud "SOME RUNS HAD ERRORS (see above): their figures are not comparable"
-  for f in gateway.err gateway-rs256.err haproxy/haproxy.log; do
+  for f in gateway.err gateway-rs256.err haproxy/haproxy.log lu/gw-sqlite.err lu/gw-redis.err redis/redis.log; do
     if [ -s "$TMP/$f" ]; then echo "--- $f (last 30 lines):"; tail -n 30 "$TMP/$f"; fi
   done
 fi
