@@ -101,19 +101,9 @@ extension RouteVerification {
     func appendVerdictHeaders(_ decision: VerificationDecision, to out: ByteBuffer) {
         switch decision {
         case .verified(let i, let token):
-            out.append("X-Attest-Verdict: verified\r\nX-Attest-Verifier: " as StaticString)
-            out.append(verifiers[i].name)
-            out.append("\r\nX-Attest-App-Id: " as StaticString)
-            out.append(token.appID)
-            out.append("\r\n" as StaticString)
+            appendVerified(verifier: i, token: token, reason: nil, to: out)
         case .verifiedUnchecked(let i, let token, let reason):
-            out.append("X-Attest-Verdict: verified\r\nX-Attest-Verifier: " as StaticString)
-            out.append(verifiers[i].name)
-            out.append("\r\nX-Attest-App-Id: " as StaticString)
-            out.append(token.appID)
-            out.append("\r\nX-Attest-Reason: " as StaticString)
-            out.append(reason.code)
-            out.append("\r\n" as StaticString)
+            appendVerified(verifier: i, token: token, reason: reason, to: out)
         case .failed(let i, let status):
             out.append("X-Attest-Verdict: failed\r\nX-Attest-Verifier: " as StaticString)
             out.append(verifiers[i].name)
@@ -122,6 +112,19 @@ extension RouteVerification {
             out.append("\r\n" as StaticString)
         case .absent:
             out.append("X-Attest-Verdict: absent\r\nX-Attest-Reason: missing_token\r\n" as StaticString)
+        }
+    }
+
+    private func appendVerified(verifier i: Int, token: VerifiedAppCheckToken, reason: VerificationStatus?, to out: ByteBuffer) {
+        out.append("X-Attest-Verdict: verified\r\nX-Attest-Verifier: " as StaticString)
+        out.append(verifiers[i].name)
+        out.append("\r\nX-Attest-App-Id: " as StaticString)
+        out.append(token.appID)
+        out.append("\r\n" as StaticString)
+        if let reason {
+            out.append("X-Attest-Reason: " as StaticString)
+            out.append(reason.code)
+            out.append("\r\n" as StaticString)
         }
     }
 }
