@@ -390,6 +390,11 @@ if [ "$RS256" = 1 ]; then
   echo "rs256   : gateway with app_check verifier (pid $VG_PID, core 0); $("$HAPROXY_BIN" -v | head -n 1 | awk '{ print $1, $3 }') jwt_verify (pid $HA_PID, core 0, nbthread 1)"
   echo "tokens  : $TOKENS distinct (scripts/bench/tokens.lua, measured runs from the start of the list, warm-ups from its middle), 1 repeated (-H); $(wc -c < "$TMP/tokens/repeated.jwt") bytes each"
 fi
+if [ "$LU" = 1 ]; then
+  echo "lu      : gw-lu-sqlite / gw-lu-redis: the rs256 gateway + limited_use: true (core 0), restarted before each run on a new"
+  echo "          SQLite file in $TMP/lu ($(df -PT "$TMP" | awk 'NR == 2 { print $2 }')) / a flushed redis + new key_prefix; warm-ups from a separate"
+  echo "          $LU_WARM-token slice; $("$REDIS_BIN" --version | awk '{ print $1, $2, $3 }') (pid $RS_PID, core 1, no persistence)"
+fi
 echo "load    : $WRK_CMD   (warm-up ${WARMUP}s before each run, $ROUNDS rounds, order reverses every round)"
 echo "command : GATEWAY_BIN=$GATEWAY_BIN BENCH_SECONDS=$SECONDS_PER_RUN BENCH_ROUNDS=$ROUNDS $0"
 echo
