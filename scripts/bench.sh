@@ -516,13 +516,13 @@ for round in $(seq 1 "$ROUNDS"); do
   done
   echo "-- round $round (order: $(for r in "${order[@]}"; do printf '%s ' "${r%%:*}"; done))"
   header; for name in "${NAMES[@]}"; do row "$name" "$round"; done
-  [ "$LU" = 1 ] && echo "   redis-server CPU us/req during gw-lu-redis: ${R[gw-lu-redis,$round,scpu]:--}"
+  if [ "$LU" = 1 ]; then echo "   redis-server CPU us/req during gw-lu-redis: ${R[gw-lu-redis,$round,scpu]:--}"; fi
   echo
 done
 
 median() { # NAME METRIC -> median over the rounds that produced a value
   local name=$1 metric=$2 r
-  for r in $(seq 1 "$ROUNDS"); do [ -n "${R[$name,$r,$metric]:-}" ] && echo "${R[$name,$r,$metric]}"; done \
+  for r in $(seq 1 "$ROUNDS"); do if [ -n "${R[$name,$r,$metric]:-}" ]; then echo "${R[$name,$r,$metric]}"; fi; done \
     | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) exit; if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 for name in "${NAMES[@]}"; do
@@ -531,7 +531,7 @@ for name in "${NAMES[@]}"; do
 done
 echo "-- median of $ROUNDS rounds"
 header; for name in "${NAMES[@]}"; do row "$name" median; done
-[ "$LU" = 1 ] && echo "   redis-server CPU us/req during gw-lu-redis: ${R[gw-lu-redis,median,scpu]:--}"
+if [ "$LU" = 1 ]; then echo "   redis-server CPU us/req during gw-lu-redis: ${R[gw-lu-redis,median,scpu]:--}"; fi
 echo
 
 # ratio LABEL NUM DEN TARGET CMP(ge|le): prints NUM ÷ DEN against the target; "unavailable" when a side is missing
