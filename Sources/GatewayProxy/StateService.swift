@@ -1,5 +1,6 @@
 import Dispatch
 import GatewayConfig
+import Synchronization
 import GatewayPosix
 import StateStore
 import StateStoreRedis
@@ -18,6 +19,17 @@ public final class StateService: Sendable {
     public let allowWhenUnavailable: Bool
     private let queue = DispatchQueue(label: "attest-gateway.state")
     private let sweeper: StateStoreSweeper?
+
+    /// A consume waiting for the state queue, with where its answer goes.
+    private struct Pending: @unchecked Sendable {   // `deliver` only ever runs on its loop (EventLoop.execute)
+        let request: ConsumeRequest
+        let now: Int64
+        let deliver: (Result<Bool, StateStoreError>) -> Void
+    }
+
+    /// Consumes waiting to run, and whether a drain is already queued. Everything that arrives while one batch
+    /// runs goes into the next: under load, one SQLite commit serves many requests (group commit).
+    private let pending = Mutex<(items: [Pending], drainQueued: Bool)>(([], false))
 
     init(store: AttestationStateStore, allowWhenUnavailable: Bool, sweepIntervalSeconds: Int?) {
         self.store = store
@@ -56,14 +68,31 @@ public final class StateService: Sendable {
     /// Consumes a one-time value off the loop; `done` runs on `loop` with the result.
     func consume<Owner: AnyObject>(namespace: String, key: String, expiresAt: Int64, now: Int64, loop: EventLoop,
                                    owner: Owner, _ done: @escaping (Owner, Result<Bool, StateStoreError>) -> Void) {
-        let store = self.store
         let bound = LoopBound(value: (owner, done))
-        queue.async {
-            let result: Result<Bool, StateStoreError>
-            do { result = .success(try store.consumeOnce(namespace: namespace, key: key, expiresAt: expiresAt, now: now)) } catch {
-                result = .failure(error as? StateStoreError ?? StateStoreError(.unavailable, "\(error)"))
-            }
+        let item = Pending(request: ConsumeRequest(namespace: namespace, key: key, expiresAt: expiresAt), now: now) { result in
             loop.execute { bound.value.1(bound.value.0, result) }
         }
+        let scheduleDrain = pending.withLock { state -> Bool in
+            state.items.append(item)
+            if state.drainQueued { return false }
+            state.drainQueued = true
+            return true
+        }
+        if scheduleDrain { queue.async { self.drain() } }
+    }
+
+    /// Runs everything pending as one batch. Requests carry their own clock readings, which differ by at most the
+    /// batch's age; the oldest is used, so a consumed value can only be held live a moment longer, never shorter.
+    private func drain() {
+        let batch = pending.withLock { state -> [Pending] in
+            let taken = state.items
+            state.items.removeAll(keepingCapacity: true)
+            state.drainQueued = false
+            return taken
+        }
+        guard !batch.isEmpty else { return }
+        let now = batch.map(\.now).min() ?? 0
+        let results = store.consumeOnce(batch: batch.map(\.request), now: now)
+        for (item, result) in zip(batch, results) { item.deliver(result) }
     }
 }

@@ -86,3 +86,28 @@ public protocol AttestationStateStore: Sendable {
     /// A cheap round trip proving the backend answers (readiness).
     func ping() throws(StateStoreError)
 }
+
+/// One value to consume in a batch (see `consumeOnce(batch:)`).
+public struct ConsumeRequest: Sendable, Equatable {
+    public var namespace: String
+    public var key: String
+    public var expiresAt: Int64
+    public init(namespace: String, key: String, expiresAt: Int64) {
+        self.namespace = namespace
+        self.key = key
+        self.expiresAt = expiresAt
+    }
+}
+
+extension AttestationStateStore {
+    /// Consumes several values, results in order. Backends with transactions override this to make the batch one
+    /// commit (group commit: under load, one fsync-bound commit serves every request waiting for it). Each
+    /// result has `consumeOnce`'s meaning; a value repeated within the batch is consumed by its first occurrence.
+    public func consumeOnce(batch: [ConsumeRequest], now: Int64) -> [Result<Bool, StateStoreError>] {
+        batch.map { r in
+            do { return .success(try consumeOnce(namespace: r.namespace, key: r.key, expiresAt: r.expiresAt, now: now)) } catch {
+                return .failure(error as? StateStoreError ?? StateStoreError(.unavailable, "\(error)"))
+            }
+        }
+    }
+}

@@ -60,6 +60,51 @@ public final class SQLiteStateStore: AttestationStateStore {
         }
     }
 
+    /// The whole batch in one transaction, so one commit serves every request waiting for it. If the
+    /// transaction fails, every request in it fails (nothing was consumed): no result is reported before the commit.
+    public func consumeOnce(batch: [ConsumeRequest], now: Int64) -> [Result<Bool, StateStoreError>] {
+        if batch.count == 1 {
+            let r = batch[0]
+            do { return [.success(try consumeOnce(namespace: r.namespace, key: r.key, expiresAt: r.expiresAt, now: now))] } catch {
+                return [.failure(error)]
+            }
+        }
+        do throws(StateStoreError) {
+            let results = try withConnection { connection throws(StateStoreError) -> [Bool] in
+                try connection.execute("BEGIN IMMEDIATE")
+                var consumed: [Bool] = []
+                consumed.reserveCapacity(batch.count)
+                do throws(StateStoreError) {
+                    for r in batch {
+                        consumed.append(try connection.withStatement(Self.consumeSQL) { statement throws(StateStoreError) in
+                            try statement.bind(1, r.namespace)
+                            try statement.bind(2, r.key)
+                            try statement.bind(3, r.expiresAt)
+                            try statement.bind(4, now)
+                            _ = try statement.step()
+                            return connection.changes == 1
+                        })
+                    }
+                    try connection.execute("COMMIT")
+                } catch {
+                    try? connection.execute("ROLLBACK")
+                    throw error
+                }
+                return consumed
+            }
+            return results.map { Result<Bool, StateStoreError>.success($0) }
+        } catch {
+            return batch.map { _ in .failure(error) }
+        }
+    }
+
+    /// Inserts a new row, or takes over an expired one; a live row is left alone and nothing changes.
+    static let consumeSQL = """
+        INSERT INTO consumed(namespace, key, expires_at) VALUES (?1, ?2, ?3)
+        ON CONFLICT(namespace, key) DO UPDATE SET expires_at = excluded.expires_at
+        WHERE consumed.expires_at <= ?4
+        """
+
     public func sweepExpired(now: Int64) throws(StateStoreError) -> Int {
         var total = 0
         while true {
