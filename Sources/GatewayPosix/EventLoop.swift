@@ -100,7 +100,14 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Runs `task` on this loop's thread soon. Safe from any thread.
     public func execute(_ task: @escaping @Sendable () -> Void) {
-        tasks.withLock { $0.append(task) }
+        // Only the first task of a burst wakes the loop: the loop takes the whole queue after each wake-up, so
+        // later tasks ride along (one eventfd write per burst, not per task).
+        let wasEmpty = tasks.withLock { queue -> Bool in
+            let empty = queue.isEmpty
+            queue.append(task)
+            return empty
+        }
+        guard wasEmpty else { return }
         var one: UInt64 = 1
         _ = write(wakeFD, &one, 8)
     }

@@ -73,7 +73,11 @@ public final class ProxyWorker: @unchecked Sendable {
         pools = runtime.upstreams.map { UpstreamPool(target: $0) }
         for pool in pools { pool.worker = self }
         let log = self.accessLog
-        loop.afterIteration = { log.flush() }
+        let state = runtime.state
+        loop.afterIteration = {
+            log.flush()
+            state?.kick()
+        }
     }
 
     /// Binds this worker's listening sockets.

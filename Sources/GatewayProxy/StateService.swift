@@ -72,9 +72,15 @@ public final class StateService: Sendable {
         let item = Pending(request: ConsumeRequest(namespace: namespace, key: key, expiresAt: expiresAt), now: now) { result in
             loop.execute { bound.value.1(bound.value.0, result) }
         }
+        pending.withLock { state in state.items.append(item) }
+    }
+
+    /// Starts a drain of what is pending, unless one is queued already. Event loops call this after each batch of
+    /// events, so every consume that batch produced goes to the store together (and the state thread does not
+    /// preempt the loop once per request).
+    func kick() {
         let scheduleDrain = pending.withLock { state -> Bool in
-            state.items.append(item)
-            if state.drainQueued { return false }
+            guard !state.items.isEmpty, !state.drainQueued else { return false }
             state.drainQueued = true
             return true
         }
