@@ -12,7 +12,7 @@ trap cleanup EXIT
 cat > "$tmp/gateway.yml" <<YAML
 version: 1
 listeners: [{name: public, address: 127.0.0.1:18080}]
-state: {backend: memory}
+state: {backend: sqlite, path: state/state.db}   # replay protection for limited_use routes (created here)
 upstreams:
   api: {url: "http://127.0.0.1:13000"}
 verifiers:
@@ -22,6 +22,7 @@ verifiers:
     project_id: demo-project
     jwks_url: http://127.0.0.1:13100/jwks     # the dev issuer; in production leave jwks_url out (Google's)
 routes:
+  - {name: orders, match: {path_prefix: /api/orders}, upstream: api, verify: [firebase], limited_use: true}
   - {name: payments, match: {path_prefix: /api/payments}, upstream: api, verify: [firebase]}
   - {name: catalog, match: {path_prefix: /api/catalog}, upstream: api, verify: [firebase], mode: monitor}
   - {name: public, match: {path_prefix: /}, upstream: api, verify: []}
@@ -79,6 +80,12 @@ call -X POST http://127.0.0.1:18080/api/payments -H "X-Firebase-AppCheck: $expir
 
 step "6. a forged token (claims changed, signature kept): 401 bad_signature"
 call -X POST http://127.0.0.1:18080/api/payments -H "X-Firebase-AppCheck: $forged" -d '{}'
+
+step "6b. limited use (route 'orders'): a limited-use token is accepted once, then token_replayed"
+once=$("$BIN" dev token --issuer http://127.0.0.1:13100 --limited-use)
+call -X POST http://127.0.0.1:18080/api/orders -H "X-Firebase-AppCheck: $once" -d '{}'
+call -X POST http://127.0.0.1:18080/api/orders -H "X-Firebase-AppCheck: $once" -d '{}'
+call -X POST http://127.0.0.1:18080/api/orders -H "X-Firebase-AppCheck: $token" -d '{}'
 
 step "7. monitor mode (route 'catalog'): never rejects, tells the upstream the verdict"
 call http://127.0.0.1:18080/api/catalog/items -H "X-Firebase-AppCheck: $expired"
