@@ -43,7 +43,7 @@ let package = Package(
         .target(name: "StateStore", dependencies: ["GatewayCore"]),
         .target(name: "StateStoreSQLite", dependencies: ["StateStore", "CSQLite", "GatewayCore"]),
         .target(name: "StateStoreRedis", dependencies: ["StateStore", "CHiredis", "GatewayCore"]),
-        .target(name: "Attestation", dependencies: ["JOSE", "GatewayCrypto", "KeySetCache", "GatewayCore"]),
+        .target(name: "Attestation", dependencies: ["JOSE", "GatewayCrypto", "KeySetCache", "GatewayCore", "CBOR"]),
 
         // Layer 3: the event loops.
         .target(name: "GatewayPosix", dependencies: ["GatewayCore", "CGatewayShims"], swiftSettings: hotPath),
@@ -68,7 +68,8 @@ let package = Package(
         .testTarget(name: "GatewayCryptoTests", dependencies: ["GatewayCrypto", "GatewayCore"]),
         .testTarget(name: "CBORTests", dependencies: ["CBOR", "GatewayCore"], resources: [.copy("Vectors")]),
         .testTarget(name: "JOSETests", dependencies: ["JOSE", "GatewayCrypto", "GatewayCore"]),
-        .testTarget(name: "AttestationTests", dependencies: ["Attestation", "JOSE", "GatewayCrypto", "KeySetCache"]),
+        .testTarget(name: "AttestationTests", dependencies: ["Attestation", "JOSE", "GatewayCrypto", "KeySetCache", "CBOR"],
+                    resources: [.copy("AppAttestVectors")]),
         .testTarget(name: "StateStoreTests", dependencies: ["StateStore", "StateStoreSQLite", "StateStoreRedis", "GatewayCore"]),
         .testTarget(name: "KeySetCacheTests", dependencies: ["KeySetCache", "GatewayCore"]),
         .testTarget(name: "OutboundHTTPTests", dependencies: ["OutboundHTTP", "GatewayCore"]),

@@ -26,3 +26,18 @@ static inline int shim_BN_num_bytes(const BIGNUM *bn) { return BN_num_bytes(bn);
 /// so a temporary C string bridged from a Swift String would dangle; these live for the whole process.
 static inline const char *shim_OSSL_PKEY_PARAM_RSA_N(void) { return OSSL_PKEY_PARAM_RSA_N; }
 static inline const char *shim_OSSL_PKEY_PARAM_RSA_E(void) { return OSSL_PKEY_PARAM_RSA_E; }
+
+// X.509 chain building (App Attest). The sk_X509_* names are type-safe macro/inline wrappers over OPENSSL_sk_*.
+#include <openssl/x509_vfy.h>
+#include <openssl/ec.h>
+
+/// sk_X509_new_null: an empty certificate stack (the untrusted intermediates).
+static inline STACK_OF(X509) *shim_sk_X509_new_null(void) { return sk_X509_new_null(); }
+/// sk_X509_push: appends without taking a reference; the caller keeps owning `cert`.
+static inline int shim_sk_X509_push(STACK_OF(X509) *stack, X509 *cert) { return sk_X509_push(stack, cert); }
+/// sk_X509_free: frees the stack only, not the certificates in it.
+static inline void shim_sk_X509_free(STACK_OF(X509) *stack) { sk_X509_free(stack); }
+/// OSSL_PKEY_PARAM_PUB_KEY ("pub"): an EC key's encoded public point.
+static inline const char *shim_OSSL_PKEY_PARAM_PUB_KEY(void) { return OSSL_PKEY_PARAM_PUB_KEY; }
+/// OSSL_PKEY_PARAM_GROUP_NAME ("group"): an EC key's curve name.
+static inline const char *shim_OSSL_PKEY_PARAM_GROUP_NAME(void) { return OSSL_PKEY_PARAM_GROUP_NAME; }

@@ -1,0 +1,42 @@
+import CBOR
+import GatewayCrypto
+
+/// Verifies an App Attest assertion (a per-request signature by an already attested key).
+///
+/// nonce = SHA256(authenticatorData ‖ SHA256(clientData)); the key signs `nonce` as an ECDSA-SHA256 *message*,
+/// so the signed digest is SHA256(nonce). Then rpIdHash must be SHA256(App ID) and the counter must exceed the
+/// stored one. Pure: the caller loads `publicKey`/`previousCounter` and stores the new counter on success.
+public struct AppAttestAssertionVerifier: Sendable {
+    public init() {}
+
+    /// - Parameters:
+    ///   - assertion: the CBOR assertion (base64-decoded).
+    ///   - clientData: the exact bytes the app hashed (request binding and server challenge).
+    ///   - publicKey: the key's uncompressed P-256 point from `VerifiedAppAttestKey`.
+    ///   - appID: `TEAMID.bundle.id`.
+    ///   - previousCounter: the highest counter accepted so far for this key (0 right after attestation).
+    public func verify(
+        assertion: [UInt8], clientData: [UInt8], publicKey: [UInt8], appID: String, previousCounter: UInt32
+    ) -> Result<VerifiedAppAttestAssertion, AppAttestFailure> {
+        let object: AppAttestAssertionObject
+        switch AppAttestAssertionObject.parse(assertion) {
+        case .success(let parsed): object = parsed
+        case .failure(let error): return .failure(.malformed(error.description))
+        }
+        guard let key = ECPublicKey(uncompressedP256: publicKey) else { return .failure(.badPublicKey) }
+        let authData = object.authenticatorData
+
+        let hasher = SHA256Hasher()
+        hasher.update(authData.bytes)
+        hasher.update(SHA256Hasher.hash(clientData))
+        let nonce = hasher.finish()
+        guard key.verifyES256(derSignature: object.signature, message: nonce) else { return .failure(.badSignature) }
+
+        guard authData.rpIdHash == SHA256Hasher.hash(Array(appID.utf8)) else { return .failure(.appIDMismatch) }
+        // Strictly greater: an equal counter is a replayed assertion, a smaller one a cloned or rolled-back key.
+        guard authData.signCount > previousCounter else { return .failure(.counterNotIncreasing) }
+        return .success(VerifiedAppAttestAssertion(
+            counter: authData.signCount, validationCategory: authData.appleValidationCategory,
+            bundleVersion: authData.appleBundleVersion))
+    }
+}

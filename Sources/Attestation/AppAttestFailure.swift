@@ -1,0 +1,49 @@
+/// Why an App Attest attestation or assertion was rejected: specific enough for logs and tests, and mapped to
+/// the closed `VerificationStatus` list in one place (`status`).
+public enum AppAttestFailure: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The CBOR envelope or authenticator data did not parse (the parser's description).
+    case malformed(String)
+    /// The key ID is not base64 of 32 bytes.
+    case malformedKeyID
+    /// A certificate in x5c did not parse, or the leaf key is not P-256.
+    case badCertificate
+    /// The chain does not lead to the pinned root, or a certificate is not valid at the verification time.
+    case untrustedChain
+    /// The leaf lacks the nonce extension 1.2.840.113635.100.8.2, or it is not `SEQUENCE { [1] OCTET STRING(32) }`.
+    case missingNonceExtension
+    /// SHA256(authData ‖ clientDataHash) differs from the certified nonce.
+    case nonceMismatch
+    /// SHA256(leaf public key) differs from the key ID the client claimed.
+    case keyIDMismatch
+    /// rpIdHash is not SHA256(App ID).
+    case appIDMismatch
+    /// An attestation whose counter is not 0.
+    case counterNotZero
+    /// The aaguid is not one the environment policy accepts.
+    case wrongEnvironment
+    /// credentialId differs from the key ID.
+    case credentialIDMismatch
+    /// The COSE key in authData differs from the leaf certificate's key.
+    case publicKeyMismatch
+    /// The stored public key is not a valid uncompressed P-256 point.
+    case badPublicKey
+    /// The assertion's ECDSA signature does not verify.
+    case badSignature
+    /// The assertion's counter is not greater than the stored one (a replay or a cloned key).
+    case counterNotIncreasing
+
+    /// The one status every caller maps this failure to.
+    public var status: VerificationStatus {
+        switch self {
+        case .counterNotIncreasing: .counterNotIncreasing
+        default: .badAssertion
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .malformed(let why): "app attest: malformed (\(why))"
+        default: "app attest: \(String(describing: self))"
+        }
+    }
+}

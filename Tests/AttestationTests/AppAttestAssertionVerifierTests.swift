@@ -1,0 +1,105 @@
+import Testing
+import Attestation
+import CBOR
+import GatewayCrypto
+
+/// Every assertion vector verifies with its key and previous counter; tampering, replay and a wrong App ID fail.
+@Suite struct AppAttestAssertionVerifierTests {
+    let verifier = AppAttestAssertionVerifier()
+
+    func verify(_ v: AppAttestVector, _ a: AppAttestVector.Assertion, assertion: [UInt8]? = nil, appID: String? = nil,
+                previousCounter: UInt32? = nil) -> Result<VerifiedAppAttestAssertion, AppAttestFailure> {
+        verifier.verify(assertion: assertion ?? a.assertion, clientData: a.clientData, publicKey: a.publicKey,
+                        appID: appID ?? v.appID, previousCounter: previousCounter ?? a.previousCounter)
+    }
+
+    func failure(_ r: Result<VerifiedAppAttestAssertion, AppAttestFailure>) -> AppAttestFailure? {
+        if case .failure(let f) = r { return f }
+        return nil
+    }
+
+    @Test func thereAreTwelveAssertionVectors() {
+        #expect(AppAttestVector.withAssertions.count == 12)
+    }
+
+    @Test(arguments: AppAttestVector.withAssertions)
+    func vectorVerifies(_ v: AppAttestVector) throws {
+        for a in v.assertions {
+            let verified = try verify(v, a).get()
+            #expect(verified.counter == a.expectedCounter)
+        }
+    }
+
+    @Test(arguments: AppAttestVector.withAssertions)
+    func assertionKeyIsTheAttestedKey(_ v: AppAttestVector) {
+        guard let expected = v.expectedPublicKey else { return } // assertion-only vector
+        for a in v.assertions { #expect(a.publicKey == expected) }
+    }
+
+    @Test(arguments: AppAttestVector.withAssertions)
+    func flippedSignatureByteIsRejected(_ v: AppAttestVector) throws {
+        for a in v.assertions {
+            let signature = try AppAttestAssertionObject.parse(a.assertion).get().signature
+            // Flip the signature's last byte (inside `s`, so the DER stays well formed) in the CBOR bytes.
+            let start = try #require(range(of: signature, in: a.assertion))
+            var tampered = a.assertion
+            tampered[start + signature.count - 1] ^= 0x01
+            #expect(failure(verify(v, a, assertion: tampered)) == .badSignature)
+        }
+    }
+
+    @Test(arguments: AppAttestVector.withAssertions)
+    func nonIncreasingCounterIsRejected(_ v: AppAttestVector) {
+        for a in v.assertions {
+            let r = verify(v, a, previousCounter: a.expectedCounter)
+            #expect(failure(r) == .counterNotIncreasing)
+            #expect(failure(r)?.status == .counterNotIncreasing)
+            #expect(failure(verify(v, a, previousCounter: a.expectedCounter + 1)) == .counterNotIncreasing)
+        }
+    }
+
+    @Test(arguments: AppAttestVector.withAssertions)
+    func wrongAppIDIsRejected(_ v: AppAttestVector) {
+        for a in v.assertions {
+            let r = verify(v, a, appID: v.appID + "x")
+            #expect(failure(r) == .appIDMismatch)
+            #expect(failure(r)?.status == .badAssertion)
+        }
+    }
+
+    @Test(arguments: AppAttestVector.withAssertions)
+    func otherClientDataIsRejected(_ v: AppAttestVector) {
+        for a in v.assertions {
+            let r = verifier.verify(assertion: a.assertion, clientData: a.clientData + [0], publicKey: a.publicKey,
+                                    appID: v.appID, previousCounter: a.previousCounter)
+            #expect(failure(r) == .badSignature)
+        }
+    }
+
+    /// App Attest signs the nonce as an ECDSA-SHA256 *message*: the signed digest is SHA256(nonce). Treating the
+    /// nonce as the digest fails on every vector; hashing it once more succeeds.
+    @Test(arguments: AppAttestVector.withAssertions)
+    func nonceIsAMessageNotADigest(_ v: AppAttestVector) throws {
+        for a in v.assertions {
+            let object = try AppAttestAssertionObject.parse(a.assertion).get()
+            let nonce = SHA256Hasher.hash(object.authenticatorData.bytes + SHA256Hasher.hash(a.clientData))
+            let key = try #require(ECPublicKey(uncompressedP256: a.publicKey))
+            #expect(!key.verifyPrehashed(derSignature: object.signature, digest: nonce))
+            #expect(key.verifyPrehashed(derSignature: object.signature, digest: SHA256Hasher.hash(nonce)))
+            #expect(key.verifyES256(derSignature: object.signature, message: nonce))
+        }
+    }
+
+    @Test func invalidPublicKeyIsRejected() {
+        let v = AppAttestVector.withAssertions[0], a = v.assertions[0]
+        var point = a.publicKey
+        point[64] ^= 0x01 // off the curve
+        let r = verifier.verify(assertion: a.assertion, clientData: a.clientData, publicKey: point, appID: v.appID, previousCounter: 0)
+        #expect(failure(r) == .badPublicKey)
+    }
+
+    private func range(of needle: [UInt8], in haystack: [UInt8]) -> Int? {
+        guard needle.count <= haystack.count else { return nil }
+        return (0...(haystack.count - needle.count)).first { haystack[$0..<$0 + needle.count].elementsEqual(needle) }
+    }
+}
