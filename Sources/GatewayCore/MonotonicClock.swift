@@ -24,6 +24,13 @@ public struct WallClock {
 
     public init() {}
 
+    /// Unix seconds now: the clock tokens' `iat`/`exp` are written in.
+    @inline(__always) public static func unixSeconds() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec)
+    }
+
     /// Appends the current UTC time as RFC 3339 with milliseconds, e.g. `2026-11-29T18:37:43.123Z`.
     public mutating func appendNow(to buffer: ByteBuffer) {
         var ts = timespec()

@@ -111,9 +111,8 @@ final class DevIssuerHandler: SmallHTTPHandler {
                 if case .bool(let b)? = o["limited_use"] { limited = b }
                 if case .bool(let b)? = o["expired"] { expired = b }
             }
-            var ts = timespec()
-            clock_gettime(CLOCK_REALTIME, &ts)
-            guard let token = try? issuer.mint(appID: appID, ttl: ttl, limitedUse: limited, expired: expired, now: Int64(ts.tv_sec)) else {
+            guard let token = try? issuer.mint(appID: appID, ttl: ttl, limitedUse: limited, expired: expired,
+                                               now: WallClock.unixSeconds()) else {
                 return Self.json(500, "{\"error\":\"signing failed\"}")
             }
             return Self.json(200, "{\"token\":\"\(token)\",\"ttl\":\(ttl)}")

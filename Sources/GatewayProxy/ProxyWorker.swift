@@ -136,11 +136,7 @@ public final class ProxyWorker: @unchecked Sendable {
     public var openConnections: Int { connections.count }
 
     /// Unix seconds for token checks (wall clock: tokens carry wall-clock times).
-    @inline(__always) func unixNow() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Int64(ts.tv_sec)
-    }
+    @inline(__always) func unixNow() -> Int64 { WallClock.unixSeconds() }
 }
 
 /// A listening socket: accepts until the queue is empty, within the connection budget.

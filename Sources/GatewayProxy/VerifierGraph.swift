@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Attestation
+import GatewayCore
 import GatewayConfig
 import JOSE
 import KeySetCache
@@ -65,8 +66,4 @@ public struct VerifierGraph: Sendable {
     }
 }
 
-@Sendable func unixSeconds() -> Int64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_REALTIME, &ts)
-    return Int64(ts.tv_sec)
-}
+@Sendable func unixSeconds() -> Int64 { WallClock.unixSeconds() }

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import GatewayCore
 
 /// The background refresher's thread and its wake-up signal: a plain POSIX thread (never the Swift
 /// concurrency pool, whose threads the event loops must not share) sleeping on a condition variable.
@@ -8,36 +9,21 @@ import Glibc
 /// Each start gets a new generation; `stop()` retires it, so a retired loop ends at its next check even if
 /// it cannot be joined (stop called from the refresher thread itself, e.g. inside `onEvent`).
 final class KeySetRefresher: @unchecked Sendable {
-    // @unchecked: every mutable field below is read and written only with `mutex` held.
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private let condition: UnsafeMutablePointer<pthread_cond_t>
+    // @unchecked: every mutable field below is read and written only inside `sync.locked`.
+    private let sync = MonotonicCondition()
     private var woken = false
     private var generation: UInt64 = 0
     private var thread: pthread_t?
 
-    init() {
-        mutex = .allocate(capacity: 1)
-        condition = .allocate(capacity: 1)
-        pthread_mutex_init(mutex, nil)
-        var attributes = pthread_condattr_t()
-        pthread_condattr_init(&attributes)
-        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)  // sleeps ignore wall-clock jumps
-        pthread_cond_init(condition, &attributes)
-        pthread_condattr_destroy(&attributes)
-    }
-
-    deinit {
-        pthread_cond_destroy(condition)
-        pthread_mutex_destroy(mutex)
-        condition.deallocate()
-        mutex.deallocate()
-    }
+    init() {}
 
     /// Starts `body(generation)` on a new thread unless one is running; returns whether it started.
     @discardableResult
     func start(_ body: @escaping @Sendable (UInt64) -> Void) -> Bool {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
+        sync.locked { startLocked(body) }
+    }
+
+    private func startLocked(_ body: @escaping @Sendable (UInt64) -> Void) -> Bool {
         guard thread == nil else { return false }
         generation &+= 1
         let current = generation
@@ -55,43 +41,38 @@ final class KeySetRefresher: @unchecked Sendable {
 
     /// Wakes the sleeping loop early (an unknown-key refresh was requested).
     func wake() {
-        pthread_mutex_lock(mutex)
-        woken = true
-        pthread_cond_signal(condition)
-        pthread_mutex_unlock(mutex)
+        sync.locked {
+            woken = true
+            sync.signal()
+        }
     }
 
     /// Whether the loop started as `generation` should keep running.
     func isCurrent(_ generation: UInt64) -> Bool {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return self.generation == generation && thread != nil
+        sync.locked { self.generation == generation && thread != nil }
     }
 
     /// Sleeps up to `millis` or until woken or stopped; returns false when the loop must end.
     func sleep(millis: Int, generation: UInt64) -> Bool {
-        var deadline = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &deadline)
-        let nanos = Int(deadline.tv_nsec) + (millis % 1000) * 1_000_000
-        deadline.tv_sec += millis / 1000 + nanos / 1_000_000_000
-        deadline.tv_nsec = nanos % 1_000_000_000
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        while !woken && self.generation == generation && thread != nil {
-            if pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT { break }
+        var deadline = MonotonicCondition.deadline(afterSeconds: Double(millis) / 1000)
+        return sync.locked {
+            while !woken && self.generation == generation && thread != nil {
+                if !sync.wait(until: &deadline) { break }
+            }
+            woken = false
+            return self.generation == generation && thread != nil
         }
-        woken = false
-        return self.generation == generation && thread != nil
     }
 
     /// Ends the loop and waits for it (bounded by a fetch in progress, i.e. by the fetch's timeout).
     func stop() {
-        pthread_mutex_lock(mutex)
-        let running = thread
-        thread = nil
-        generation &+= 1
-        pthread_cond_broadcast(condition)
-        pthread_mutex_unlock(mutex)
+        let running = sync.locked { () -> pthread_t? in
+            let running = thread
+            thread = nil
+            generation &+= 1
+            sync.broadcast()
+            return running
+        }
         guard let running else { return }
         if pthread_equal(running, pthread_self()) != 0 {
             pthread_detach(running)  // called from the loop itself: it ends when this call returns to it

@@ -1,19 +1,19 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import GatewayCore
 
-/// The state shared between a `StateStoreSweeper` and its thread: flags guarded by a pthread mutex, and a
-/// condition (on the monotonic clock) that both the sleeping sweeper and a waiting `stop()` use.
+/// The state shared between a `StateStoreSweeper` and its thread: flags guarded by a `MonotonicCondition`, whose
+/// condition both the sleeping sweeper and a waiting `stop()` use.
 ///
-/// `@unchecked Sendable`: every mutable field is read and written only while `mutex` is held.
+/// `@unchecked Sendable`: every mutable field is read and written only inside `sync.locked`.
 final class SweeperCore: @unchecked Sendable {
     private let store: any AttestationStateStore
     private let intervalSeconds: Double
     private let clock: @Sendable () -> Int64
     private let report: StateStoreSweeper.Report?
 
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    private let sync = MonotonicCondition()
     private var started = false
     private var stopping = false
     private var finished = false
@@ -24,20 +24,6 @@ final class SweeperCore: @unchecked Sendable {
         self.intervalSeconds = intervalSeconds
         self.clock = clock
         self.report = report
-        pthread_mutex_init(mutex, nil)
-        var attributes = pthread_condattr_t()
-        pthread_condattr_init(&attributes)
-        // Monotonic: a wall-clock jump must neither stall the sweeper nor stretch `stop()`.
-        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
-        pthread_cond_init(condition, &attributes)
-        pthread_condattr_destroy(&attributes)
-    }
-
-    deinit {
-        pthread_cond_destroy(condition)
-        pthread_mutex_destroy(mutex)
-        condition.deallocate()
-        mutex.deallocate()
     }
 
     /// True when the caller should spawn the thread (first start, not stopped).
@@ -52,23 +38,23 @@ final class SweeperCore: @unchecked Sendable {
     func markFinished() {
         locked {
             finished = true
-            pthread_cond_broadcast(condition)
+            sync.broadcast()
         }
     }
 
     func requestStop() {
         locked {
             stopping = true
-            pthread_cond_broadcast(condition)
+            sync.broadcast()
         }
     }
 
     func waitFinished(timeoutMillis: Int) -> Bool {
-        let deadline = Self.deadline(afterSeconds: Double(max(timeoutMillis, 0)) / 1000)
+        let deadline = MonotonicCondition.deadline(afterSeconds: Double(max(timeoutMillis, 0)) / 1000)
         return locked {
             var deadline = deadline
             while started && !finished {
-                if pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT { break }
+                if !sync.wait(until: &deadline) { break }
             }
             return !started || finished
         }
@@ -90,31 +76,15 @@ final class SweeperCore: @unchecked Sendable {
 
     /// False once a stop was requested.
     private func sleepUnlessStopped() -> Bool {
-        var deadline = Self.deadline(afterSeconds: intervalSeconds)
+        var deadline = MonotonicCondition.deadline(afterSeconds: intervalSeconds)
         return locked {
             while !stopping {
-                if pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT { break }
+                if !sync.wait(until: &deadline) { break }
             }
             return !stopping
         }
     }
 
-    private func locked<R>(_ body: () -> R) -> R {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return body()
-    }
+    private func locked<R>(_ body: () -> R) -> R { sync.locked(body) }
 
-    private static func deadline(afterSeconds seconds: Double) -> timespec {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        let whole = Int(seconds)
-        var nanos = Int(now.tv_nsec) + Int((seconds - Double(whole)) * 1_000_000_000)
-        var secs = Int(now.tv_sec) + whole
-        if nanos >= 1_000_000_000 {
-            secs += 1
-            nanos -= 1_000_000_000
-        }
-        return timespec(tv_sec: secs, tv_nsec: nanos)
-    }
 }
