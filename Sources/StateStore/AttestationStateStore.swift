@@ -57,15 +57,26 @@ public struct ReceiptRecord: Sendable, Equatable {
 }
 
 /// Everything the verifiers keep between requests (ARCHITECTURE.md "State"): consumed one-time values (App Check
-/// `jti`s, App Attest challenges), registered App Attest keys with their counters, and receipts.
+/// `jti`s), issued one-time values (App Attest challenges the gateway handed out), registered App Attest keys with
+/// their counters, and receipts.
 ///
 /// Every method may block (disk, network): callers never call them on an event loop thread. Every backend makes
-/// `consumeOnce` and `advanceCounter` atomic — also across processes sharing the backend (one SQLite file, one
-/// Redis) — so a value is consumed once and a counter never moves backwards, whatever runs concurrently.
+/// `consumeOnce`, `redeem` and `advanceCounter` atomic — also across processes sharing the backend (one SQLite
+/// file, one Redis) — so a value is consumed or redeemed once and a counter never moves backwards, whatever runs
+/// concurrently.
+///
+/// Consumed and issued values are separate spaces: the same namespace and key in both never interfere.
 public protocol AttestationStateStore: Sendable {
     /// Records `key` in `namespace` until `expiresAt` (unix seconds). True when this call consumed it; false when
     /// it was already consumed and has not expired. `now` is the caller's clock (unix seconds).
     func consumeOnce(namespace: String, key: String, expiresAt: Int64, now: Int64) throws(StateStoreError) -> Bool
+
+    /// Records a value the gateway handed out (an App Attest challenge) in `namespace` until `expiresAt` (unix
+    /// seconds). False when the same value is already issued and unexpired (the caller draws a new one).
+    func issue(namespace: String, key: String, expiresAt: Int64, now: Int64) throws(StateStoreError) -> Bool
+    /// Takes back an issued value: true exactly once per issue, and only while it is unexpired (`now` < expiresAt);
+    /// false for a value never issued, already redeemed, or expired. Atomic across processes sharing the backend.
+    func redeem(namespace: String, key: String, now: Int64) throws(StateStoreError) -> Bool
 
     /// Registers a key. A key id that already exists is left as it was (returns false).
     func registerKey(_ record: AttestedKeyRecord) throws(StateStoreError) -> Bool
@@ -80,7 +91,8 @@ public protocol AttestationStateStore: Sendable {
     func putReceipt(keyID: String, _ receipt: ReceiptRecord) throws(StateStoreError)
     func receipt(keyID: String) throws(StateStoreError) -> ReceiptRecord?
 
-    /// Deletes expired one-time values; returns how many. (Redis expires them itself and returns 0.)
+    /// Deletes expired one-time values, consumed and issued; returns how many. (Redis expires them itself and
+    /// returns 0.)
     func sweepExpired(now: Int64) throws(StateStoreError) -> Int
 
     /// A cheap round trip proving the backend answers (readiness).

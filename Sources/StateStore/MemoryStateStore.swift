@@ -2,16 +2,18 @@ import Synchronization
 
 /// The in-process backend: dictionaries behind one `Mutex`. Exactly-once holds within this process only, and
 /// everything is lost on exit — fit for tests and for a single replica that accepts losing replay protection on
-/// restart. Consumed values stay until `sweepExpired` removes them (run a `StateStoreSweeper`).
+/// restart. Consumed and issued values stay until `sweepExpired` removes them (run a `StateStoreSweeper`).
 public final class MemoryStateStore: AttestationStateStore {
-    private struct ConsumedKey: Hashable {
+    private struct OneTimeKey: Hashable {
         let namespace: String
         let key: String
     }
 
     private struct State {
         /// Consumed value → its expiry (unix seconds).
-        var consumed: [ConsumedKey: Int64] = [:]
+        var consumed: [OneTimeKey: Int64] = [:]
+        /// Issued value → its expiry (unix seconds); removed when redeemed.
+        var issued: [OneTimeKey: Int64] = [:]
         var keys: [String: AttestedKeyRecord] = [:]
         /// App id → key ids in registration order.
         var keyIDsByApp: [String: [String]] = [:]
@@ -23,13 +25,32 @@ public final class MemoryStateStore: AttestationStateStore {
     public init() {}
 
     public func consumeOnce(namespace: String, key: String, expiresAt: Int64, now: Int64) throws(StateStoreError) -> Bool {
-        let consumedKey = ConsumedKey(namespace: namespace, key: key)
+        let consumedKey = OneTimeKey(namespace: namespace, key: key)
+        return state.withLock { Self.record(consumedKey, expiresAt: expiresAt, now: now, in: &$0.consumed) }
+    }
+
+    public func issue(namespace: String, key: String, expiresAt: Int64, now: Int64) throws(StateStoreError) -> Bool {
+        let issuedKey = OneTimeKey(namespace: namespace, key: key)
+        return state.withLock { Self.record(issuedKey, expiresAt: expiresAt, now: now, in: &$0.issued) }
+    }
+
+    public func redeem(namespace: String, key: String, now: Int64) throws(StateStoreError) -> Bool {
+        let issuedKey = OneTimeKey(namespace: namespace, key: key)
         return state.withLock { state in
-            // Same rule as the SQL backends: a value whose expiry is at or before `now` is gone.
-            if let existing = state.consumed[consumedKey], existing > now { return false }
-            state.consumed[consumedKey] = expiresAt
+            // An expired value is left for the sweep, as in SQLite; it can only be issued anew.
+            guard let expiresAt = state.issued[issuedKey], expiresAt > now else { return false }
+            state.issued[issuedKey] = nil
             return true
         }
+    }
+
+    /// Stores `key` until `expiresAt` unless a live entry holds it (false). Same rule as the SQL backend: a value
+    /// whose expiry is at or before `now` is gone.
+    private static func record(_ key: OneTimeKey, expiresAt: Int64, now: Int64,
+                               in values: inout [OneTimeKey: Int64]) -> Bool {
+        if let existing = values[key], existing > now { return false }
+        values[key] = expiresAt
+        return true
     }
 
     public func registerKey(_ record: AttestedKeyRecord) throws(StateStoreError) -> Bool {
@@ -69,9 +90,10 @@ public final class MemoryStateStore: AttestationStateStore {
 
     public func sweepExpired(now: Int64) throws(StateStoreError) -> Int {
         state.withLock { state in
-            let before = state.consumed.count
+            let before = state.consumed.count + state.issued.count
             state.consumed = state.consumed.filter { $0.value > now }
-            return before - state.consumed.count
+            state.issued = state.issued.filter { $0.value > now }
+            return before - state.consumed.count - state.issued.count
         }
     }
 

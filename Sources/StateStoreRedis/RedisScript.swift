@@ -11,6 +11,7 @@ struct RedisScript: Sendable {
 
     static let all: [RedisScript] = [consume, registerKey, advanceCounter, keysForApp, putReceipt]
 
+    /// Records a one-time value (`consumeOnce` and `issue`; they differ only in the key's kind).
     /// KEYS[1] = the one-time value's key; ARGV = expiresAt, now (caller's unix seconds), lifetime in ms (≥ 1).
     /// The stored value is `expiresAt`, compared with the caller's `now`, so "expired" means the same thing here as
     /// in the other backends even when Redis has not evicted the key yet; the PX lifetime only bounds memory.

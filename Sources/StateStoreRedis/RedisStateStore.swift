@@ -5,6 +5,8 @@ import StateStore
 ///
 /// Keys (all under `keyPrefix`, default `attest-gateway:`):
 /// - `<prefix>jti:<namespace>:<key>` — a consumed one-time value; holds its `expiresAt`, expires with it.
+/// - `<prefix>issued:<namespace>:<key>` — an issued one-time value (App Attest challenge), the same way; deleted
+///   when redeemed.
 /// - `<prefix>key:<key id>` — hash `app_id`, `public_key`, `counter`, `environment`, `created_at`.
 /// - `<prefix>app:<app id>` — list of key ids in registration order.
 /// - `<prefix>receipt:<key id>` — hash `receipt`, `risk_metric`?, `created_at`, `not_before`?, `last_used_at`.
@@ -32,22 +34,24 @@ public final class RedisStateStore: AttestationStateStore {
 
     public func consumeOnce(namespace: String, key: String, expiresAt: Int64, now: Int64)
         throws(StateStoreError) -> Bool {
-        // A value already past its expiry is still consumable (it is not "consumed and unexpired"); it is stored
-        // for 1 ms only, so it never lingers.
+        try recordOnce(keys.oneTimeValue(namespace: namespace, key: key), expiresAt: expiresAt, now: now,
+                       what: "consumeOnce")
+    }
+
+    /// Runs `RedisScript.consume` on `redisKey`: true when it stored the value (none was there, or an expired one).
+    func recordOnce(_ redisKey: String, expiresAt: Int64, now: Int64, what: String) throws(StateStoreError) -> Bool {
+        // A value already past its expiry is still recorded (it is not "recorded and unexpired"); it is stored
+        // for 1 ms only, so it never lingers. The lifetime is relative to the caller's `now` rather than an
+        // absolute EXAT, so a Redis clock ahead of the gateway's cannot drop a value the gateway still holds live.
         let lifetimeMillis = expiresAt > now ? min(expiresAt - now, Self.maxLifetimeSeconds) * 1000 : 1
-        let jti = keys.oneTimeValue(namespace: namespace, key: key)
         let reply = try client.eval(RedisScript.consume) { c in
             c.append("1")
-            c.append(jti)
+            c.append(redisKey)
             c.append(expiresAt)
             c.append(now)
             c.append(lifetimeMillis)
         }
-        switch reply {
-        case .integer(1): return true
-        case .integer(0): return false
-        default: throw reply.unexpected("consumeOnce")
-        }
+        return try Self.flag(reply, what)
     }
 
     /// Redis evicts expired one-time values itself.
@@ -67,11 +71,20 @@ struct RedisKeySpace: Sendable {
     /// with key "c" and namespace "a" with key "b:c" stay different values (namespaces are project numbers and
     /// app ids in practice, which contain neither, so their keys read exactly as documented).
     func oneTimeValue(namespace: String, key: String) -> String {
-        var ns = namespace
-        if ns.utf8.contains(where: { $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: "%") }) {
-            ns = ns.replacingPercentAndColon()
+        prefix + "jti:" + Self.encoded(namespace) + ":" + key
+    }
+
+    /// `<prefix>issued:<namespace>:<key>`, encoded like `oneTimeValue`; the distinct kind keeps issued values
+    /// apart from consumed ones with the same namespace and key.
+    func issuedValue(namespace: String, key: String) -> String {
+        prefix + "issued:" + Self.encoded(namespace) + ":" + key
+    }
+
+    private static func encoded(_ namespace: String) -> String {
+        guard namespace.utf8.contains(where: { $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: "%") }) else {
+            return namespace
         }
-        return prefix + "jti:" + ns + ":" + key
+        return namespace.replacingPercentAndColon()
     }
 
     func attestedKey(_ keyID: String) -> String { prefix + "key:" + keyID }

@@ -32,6 +32,16 @@ enum SQLiteSchema {
             last_used_at INTEGER NOT NULL
         );
         """,
+        // 2: issued one-time values (App Attest challenges), a space apart from consumed ones.
+        """
+        CREATE TABLE issued(
+            namespace TEXT NOT NULL,
+            key TEXT NOT NULL,
+            expires_at INTEGER NOT NULL,
+            PRIMARY KEY(namespace, key)
+        ) WITHOUT ROWID;
+        CREATE INDEX issued_expires_at ON issued(expires_at);
+        """,
     ]
 
     /// The newest version this build knows.

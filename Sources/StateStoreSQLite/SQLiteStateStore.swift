@@ -4,8 +4,9 @@ import Synchronization
 /// The embedded default backend: one SQLite file in WAL mode.
 ///
 /// Exactly-once holds across threads, store instances and processes sharing the file, because each decision is
-/// one SQL statement whose effect (`changes() == 1`) SQLite's write lock makes atomic: `consumeOnce` is an UPSERT
-/// that only overwrites an expired row, `advanceCounter` an UPDATE guarded by `counter < new`.
+/// one SQL statement whose effect (`changes() == 1`) SQLite's write lock makes atomic: `consumeOnce` and `issue`
+/// are UPSERTs that only overwrite an expired row, `redeem` a DELETE guarded by `expires_at > now`,
+/// `advanceCounter` an UPDATE guarded by `counter < new`.
 ///
 /// One connection behind a `Mutex`, with cached prepared statements. Every operation may block up to the busy
 /// timeout on another writer, then fails with `.timeout`; I/O or corruption fails with `.unavailable`.
@@ -44,19 +45,8 @@ public final class SQLiteStateStore: AttestationStateStore {
 
     public func consumeOnce(namespace: String, key: String, expiresAt: Int64, now: Int64) throws(StateStoreError) -> Bool {
         try withConnection { connection throws(StateStoreError) in
-            // Inserts a new row, or takes over an expired one; a live row is left alone and nothing changes.
-            try connection.withStatement("""
-                INSERT INTO consumed(namespace, key, expires_at) VALUES (?1, ?2, ?3)
-                ON CONFLICT(namespace, key) DO UPDATE SET expires_at = excluded.expires_at
-                WHERE consumed.expires_at <= ?4
-                """) { statement throws(StateStoreError) in
-                try statement.bind(1, namespace)
-                try statement.bind(2, key)
-                try statement.bind(3, expiresAt)
-                try statement.bind(4, now)
-                _ = try statement.step()
-                return connection.changes == 1
-            }
+            try Self.recordOnce(Self.consumeSQL, connection, namespace: namespace, key: key, expiresAt: expiresAt,
+                                now: now)
         }
     }
 
@@ -76,14 +66,8 @@ public final class SQLiteStateStore: AttestationStateStore {
                 consumed.reserveCapacity(batch.count)
                 do throws(StateStoreError) {
                     for r in batch {
-                        consumed.append(try connection.withStatement(Self.consumeSQL) { statement throws(StateStoreError) in
-                            try statement.bind(1, r.namespace)
-                            try statement.bind(2, r.key)
-                            try statement.bind(3, r.expiresAt)
-                            try statement.bind(4, now)
-                            _ = try statement.step()
-                            return connection.changes == 1
-                        })
+                        consumed.append(try Self.recordOnce(Self.consumeSQL, connection, namespace: r.namespace,
+                                                            key: r.key, expiresAt: r.expiresAt, now: now))
                     }
                     try connection.execute("COMMIT")
                 } catch {
@@ -98,20 +82,44 @@ public final class SQLiteStateStore: AttestationStateStore {
         }
     }
 
-    /// Inserts a new row, or takes over an expired one; a live row is left alone and nothing changes.
-    static let consumeSQL = """
-        INSERT INTO consumed(namespace, key, expires_at) VALUES (?1, ?2, ?3)
-        ON CONFLICT(namespace, key) DO UPDATE SET expires_at = excluded.expires_at
-        WHERE consumed.expires_at <= ?4
+    /// Inserts a new row into a one-time value table (`consumed`, `issued`: the same columns), or takes over an
+    /// expired one; a live row is left alone and nothing changes. Binds ?1 namespace, ?2 key, ?3 expiresAt, ?4 now.
+    private static func recordOnceSQL(_ table: String) -> String {
         """
+        INSERT INTO \(table)(namespace, key, expires_at) VALUES (?1, ?2, ?3)
+        ON CONFLICT(namespace, key) DO UPDATE SET expires_at = excluded.expires_at
+        WHERE \(table).expires_at <= ?4
+        """
+    }
 
+    static let consumeSQL = recordOnceSQL("consumed")
+    static let issueSQL = recordOnceSQL("issued")
+
+    /// Runs `sql` (a `recordOnceSQL`) on the caller's locked connection: true when it stored the value.
+    static func recordOnce(_ sql: String, _ connection: SQLiteConnection, namespace: String, key: String,
+                           expiresAt: Int64, now: Int64) throws(StateStoreError) -> Bool {
+        try connection.withStatement(sql) { statement throws(StateStoreError) in
+            try statement.bind(1, namespace)
+            try statement.bind(2, key)
+            try statement.bind(3, expiresAt)
+            try statement.bind(4, now)
+            _ = try statement.step()
+            return connection.changes == 1
+        }
+    }
+
+    /// Sweeps both one-time value tables.
     public func sweepExpired(now: Int64) throws(StateStoreError) -> Int {
+        try sweepExpired(table: "consumed", now: now) + sweepExpired(table: "issued", now: now)
+    }
+
+    private func sweepExpired(table: String, now: Int64) throws(StateStoreError) -> Int {
         var total = 0
         while true {
             let deleted = try withConnection { connection throws(StateStoreError) in
                 try connection.withStatement("""
-                    DELETE FROM consumed WHERE (namespace, key) IN
-                    (SELECT namespace, key FROM consumed WHERE expires_at <= ?1 LIMIT \(Self.sweepBatchSize))
+                    DELETE FROM \(table) WHERE (namespace, key) IN
+                    (SELECT namespace, key FROM \(table) WHERE expires_at <= ?1 LIMIT \(Self.sweepBatchSize))
                     """) { statement throws(StateStoreError) in
                     try statement.bind(1, now)
                     _ = try statement.step()

@@ -17,4 +17,17 @@ import Testing
         #expect(try store.sweepExpired(now: 104) == 0)
         #expect(try !store.consumeOnce(namespace: "jti", key: "k5", expiresAt: 200, now: 104))
     }
+
+    @Test func sweepRemovesExpiredIssuedValues() throws {
+        let store = MemoryStateStore()
+        for i in 0..<10 {
+            #expect(try store.issue(namespace: "challenge", key: "k\(i)", expiresAt: Int64(100 + i), now: 0))
+        }
+        #expect(try store.redeem(namespace: "challenge", key: "k9", now: 0))
+        #expect(try !store.redeem(namespace: "challenge", key: "k0", now: 100), "expired, left for the sweep")
+        #expect(try store.sweepExpired(now: 104) == 5)
+        #expect(try store.sweepExpired(now: 104) == 0)
+        #expect(try !store.issue(namespace: "challenge", key: "k5", expiresAt: 200, now: 104))
+        #expect(try store.redeem(namespace: "challenge", key: "k8", now: 104))
+    }
 }

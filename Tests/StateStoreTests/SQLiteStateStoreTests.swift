@@ -44,11 +44,24 @@ import Testing
         let stores = [try SQLiteStateStore(path: path, timeoutMillis: 5_000),
                       try SQLiteStateStore(path: path, timeoutMillis: 5_000)]
         let keys = 30
-        let wins = try ThreadRace.run(threads: StateStoreConformance.threads, rounds: keys) { thread, key in
-            try stores[thread % 2].consumeOnce(namespace: "jti", key: "race-\(key)", expiresAt: 2_000, now: 1_000)
+        // Threads alternate between the two stores, one barrier-synchronised round per key.
+        func winnersPerKey(_ attempt: @escaping @Sendable (SQLiteStateStore, Int) throws -> Bool) throws -> [Int] {
+            let wins = try ThreadRace.run(threads: StateStoreConformance.threads, rounds: keys) { thread, key in
+                try attempt(stores[thread % 2], key)
+            }
+            return (0..<keys).map { key in wins.filter { $0[key] }.count }
         }
-        let winnersPerKey = (0..<keys).map { key in wins.filter { $0[key] }.count }
-        #expect(winnersPerKey.allSatisfy { $0 == 1 }, "winners per key: \(winnersPerKey)")
+        let consumers = try winnersPerKey { store, key in
+            try store.consumeOnce(namespace: "jti", key: "race-\(key)", expiresAt: 2_000, now: 1_000)
+        }
+        #expect(consumers.allSatisfy { $0 == 1 }, "consumers per key: \(consumers)")
+        for key in 0..<keys {
+            #expect(try stores[key % 2].issue(namespace: "challenge", key: "race-\(key)", expiresAt: 2_000, now: 1_000))
+        }
+        let redeemers = try winnersPerKey { store, key in
+            try store.redeem(namespace: "challenge", key: "race-\(key)", now: 1_000)
+        }
+        #expect(redeemers.allSatisfy { $0 == 1 }, "redeemers per key: \(redeemers)")
         #expect(try stores[0].registerKey(AttestedKeyRecord(keyID: "k", appID: "a", publicKey: [4], counter: 0,
                                                              environment: "production", createdAt: 0)))
         let advanced = try ThreadRace.run(threads: StateStoreConformance.threads) { thread in
@@ -64,9 +77,9 @@ import Testing
         do {
             let store = try SQLiteStateStore(path: path, timeoutMillis: 1_000)
             #expect(try store.schemaVersion() == SQLiteStateStore.supportedSchemaVersion)
-            #expect(SQLiteStateStore.supportedSchemaVersion == 1)
+            #expect(SQLiteStateStore.supportedSchemaVersion == 2)
         }
-        #expect(try SQLiteStateStore(path: path, timeoutMillis: 1_000).schemaVersion() == 1, "reopen keeps it")
+        #expect(try SQLiteStateStore(path: path, timeoutMillis: 1_000).schemaVersion() == 2, "reopen keeps it")
         do {
             let store = try SQLiteStateStore(path: path, timeoutMillis: 1_000)
             try store.executeForTesting("INSERT INTO schema_version(version) VALUES (99)")
@@ -76,6 +89,50 @@ import Testing
         }
         #expect(error?.kind == .unavailable)
         #expect(error?.description.contains("99") == true)
+    }
+
+    /// A file written by a build that knew only migration 1 gains the `issued` table on open, keeping its data.
+    @Test func versionOneFileMigratesToIssuedValues() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path + "/state.db"
+        do {
+            let v1 = try SQLiteConnection(path: path)
+            try v1.execute("CREATE TABLE schema_version(version INTEGER PRIMARY KEY NOT NULL)")
+            try v1.execute(SQLiteSchema.migrations[0])
+            try v1.execute("INSERT INTO schema_version(version) VALUES (1)")
+            try v1.execute("INSERT INTO consumed(namespace, key, expires_at) VALUES ('jti', 't1', 2000)")
+            #expect(try v1.scalar("SELECT COUNT(*) FROM sqlite_master WHERE name = 'issued'") == 0)
+        }
+        let store = try SQLiteStateStore(path: path, timeoutMillis: 1_000)
+        #expect(try store.schemaVersion() == 2)
+        #expect(try !store.consumeOnce(namespace: "jti", key: "t1", expiresAt: 2_000, now: 1_000), "data kept")
+        #expect(try store.issue(namespace: "jti", key: "t1", expiresAt: 2_000, now: 1_000))
+        #expect(try store.redeem(namespace: "jti", key: "t1", now: 1_500))
+        #expect(try !store.redeem(namespace: "jti", key: "t1", now: 1_500))
+        #expect(try SQLiteStateStore(path: path, timeoutMillis: 1_000).schemaVersion() == 2, "migrated once")
+    }
+
+    @Test func sweepRemovesExpiredIssuedRowsInBatches() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let store = try SQLiteStateStore(path: directory.path + "/state.db", timeoutMillis: 1_000)
+        let expired = SQLiteStateStore.sweepBatchSize + 3
+        try store.executeForTesting("BEGIN")
+        for i in 0..<expired {
+            #expect(try store.issue(namespace: "challenge", key: "old-\(i)", expiresAt: 100 + Int64(i % 50), now: 0))
+        }
+        try store.executeForTesting("COMMIT")
+        #expect(try store.issue(namespace: "challenge", key: "live", expiresAt: 1_000, now: 0))
+        #expect(try store.consumeOnce(namespace: "jti", key: "old", expiresAt: 100, now: 0))
+        #expect(try !store.redeem(namespace: "challenge", key: "old-0", now: 149), "expired, left for the sweep")
+        #expect(try store.sweepExpired(now: 149) == expired + 1)
+        #expect(try store.sweepExpired(now: 149) == 0)
+        let rows = try store.withConnection { connection throws(StateStoreError) in
+            try connection.scalar("SELECT COUNT(*) FROM issued")
+        }
+        #expect(rows == 1)
+        #expect(try store.redeem(namespace: "challenge", key: "live", now: 149))
     }
 
     @Test func sweepRemovesOnlyExpiredRowsInBatches() throws {

@@ -27,6 +27,13 @@ struct StateStoreConformance {
         case concurrentCounterAdvance
         case receipts
         case sweepKeepsLiveValues
+        case issueThenRedeemOnce
+        case redeemHonoursExpiry
+        case issueRefusesLiveDuplicate
+        case issuedAndConsumedAreSeparate
+        case issuedNamespacesAreIndependent
+        case concurrentRedeemHasOneWinner
+        case sweepRemovesExpiredIssuedValues
         case ping
 
         var testDescription: String { rawValue }
@@ -37,6 +44,9 @@ struct StateStoreConformance {
 
     /// Builds a fresh store (for a file backend, on a fresh file).
     let make: () throws -> any AttestationStateStore
+    /// Whether `sweepExpired` deletes and counts expired values; false for a backend that expires them itself
+    /// (Redis), whose sweep returns 0.
+    var sweepCountsExpiredValues = true
 
     func runAll() throws {
         for check in Check.allCases {
@@ -57,6 +67,14 @@ struct StateStoreConformance {
         case .concurrentCounterAdvance: try Self.concurrentCounterAdvance(store, run)
         case .receipts: try Self.receipts(store, run)
         case .sweepKeepsLiveValues: try Self.sweepKeepsLiveValues(store, run)
+        case .issueThenRedeemOnce: try Self.issueThenRedeemOnce(store, run)
+        case .redeemHonoursExpiry: try Self.redeemHonoursExpiry(store, run)
+        case .issueRefusesLiveDuplicate: try Self.issueRefusesLiveDuplicate(store, run)
+        case .issuedAndConsumedAreSeparate: try Self.issuedAndConsumedAreSeparate(store, run)
+        case .issuedNamespacesAreIndependent: try Self.issuedNamespacesAreIndependent(store, run)
+        case .concurrentRedeemHasOneWinner: try Self.concurrentRedeemHasOneWinner(store, run)
+        case .sweepRemovesExpiredIssuedValues:
+            try Self.sweepRemovesExpiredIssuedValues(store, run, counted: sweepCountsExpiredValues)
         case .ping: try store.ping()
         }
     }
@@ -91,12 +109,21 @@ struct StateStoreConformance {
 
     static func consumeOnceHonoursExpiry(_ store: any AttestationStateStore, _ run: Run) throws {
         let ns = run.name("jti"), t = run.now
-        #expect(try store.consumeOnce(namespace: ns, key: "k", expiresAt: t + 10, now: t))
-        #expect(try !store.consumeOnce(namespace: ns, key: "k", expiresAt: t + 10, now: t + 9), "live until expiry")
-        #expect(try store.consumeOnce(namespace: ns, key: "k", expiresAt: t + 20, now: t + 10), "expired at expiry")
-        #expect(try !store.consumeOnce(namespace: ns, key: "k", expiresAt: t + 30, now: t + 19), "new expiry kept")
-        #expect(try store.consumeOnce(namespace: ns, key: "k", expiresAt: t + 40, now: t + 25))
-        #expect(try !store.consumeOnce(namespace: ns, key: "k", expiresAt: t + 40, now: t + 25))
+        try recordingHonoursExpiry(from: t) { try store.consumeOnce(namespace: ns, key: "k", expiresAt: $0, now: $1) }
+        #expect(try store.consumeOnce(namespace: ns, key: "k", expiresAt: t + 50, now: t + 40),
+                "the refused call did not extend it")
+    }
+
+    /// The expiry rule `consumeOnce` and `issue` share, on one value (`record(expiresAt, now)`): refused while
+    /// live, taken over at its expiry; a refused call leaves the stored expiry (here t + 40) as it was.
+    static func recordingHonoursExpiry(from t: Int64, _ record: (_ expiresAt: Int64, _ now: Int64) throws -> Bool)
+        throws {
+        #expect(try record(t + 10, t))
+        #expect(try !record(t + 10, t + 9), "live until expiry")
+        #expect(try record(t + 20, t + 10), "expired at expiry")
+        #expect(try !record(t + 30, t + 19), "new expiry kept")
+        #expect(try record(t + 40, t + 25))
+        #expect(try !record(t + 90, t + 25), "a live duplicate is refused")
     }
 
     /// 16 threads race for each of 50 keys, one key per barrier-synchronised round: exactly one winner each.
