@@ -1,6 +1,6 @@
 /// Every way a verification can end without a pass: one closed list, mapped to the HTTP status, the response
 /// body's `reason`, the log field and the metric label in one place (PROTOCOL.md "What a rejected client gets").
-public enum VerificationStatus: String, Sendable, CaseIterable {
+public enum VerificationStatus: String, Sendable, CaseIterable, Error {
     case missingToken = "missing_token"
     case malformedToken = "malformed_token"
     case unsupportedAlgorithm = "unsupported_algorithm"

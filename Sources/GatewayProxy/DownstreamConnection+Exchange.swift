@@ -52,6 +52,10 @@ extension DownstreamConnection {
                     inBuf.consume(consumed)
                     exchange.bytesIn += consumed
                     exchange.requestDone = true
+                    if exchange.heldBody != nil && exchange.upstream == nil {
+                        heldBodyComplete()
+                        continue
+                    }
                     if let up = exchange.upstream {
                         if exchange.requestChunked { up.outBuf.append("0\r\n\r\n" as StaticString) }
                         up.flush()
@@ -81,11 +85,16 @@ extension DownstreamConnection {
         exchange.head = head
         exchange.outMark = totalWritten + outBuf.readableBytes
         let hasBody = head.framing != .none
-        let routes = worker.runtime.routes
+        let runtime = worker.runtime
+        var registration: (action: RegistrationEndpoints.Action, verifier: AppAttestVerifier)? = nil
         let routeIndex: Int? = head.bytes.withUnsafeBytes { raw in
-            routes.match(method: UnsafeRawBufferPointer(rebasing: raw[head.method]),
-                         host: head.host.map { UnsafeRawBufferPointer(rebasing: raw[$0]) },
-                         path: HeaderFilter.path(of: UnsafeRawBufferPointer(rebasing: raw[head.target])))
+            let path = HeaderFilter.path(of: UnsafeRawBufferPointer(rebasing: raw[head.target]))
+            if !runtime.registration.isEmpty, let endpoint = runtime.registration.match(path: path) {
+                registration = endpoint
+                return nil
+            }
+            return runtime.routes.match(method: UnsafeRawBufferPointer(rebasing: raw[head.method]),
+                                        host: head.host.map { UnsafeRawBufferPointer(rebasing: raw[$0]) }, path: path)
         }
         phase = .forwarding
         if !hasBody {
@@ -93,36 +102,61 @@ extension DownstreamConnection {
             if case .end = parser.next(UnsafeRawBufferPointer(start: nil, count: 0)) {}
             exchange.requestDone = true
         }
+        if let registration {
+            beginRegistration(head, registration)
+            return
+        }
         guard let routeIndex else {
             respondLocal(.notFound(), close: hasBody || !head.keepAlive)
             return
         }
         exchange.routeIndex = routeIndex
         let route = worker.routes[routeIndex]
-        var decision: VerificationDecision? = nil
+        exchange.bodyLimit = route.maxBodyBytes
         if route.requiresVerification {
             guard let plan = route.verification else {
-                // A verifier type that has not landed yet (or limited use before the state store): refuse rather
-                // than forward unverified.
+                // A verifier type that has not landed yet: refuse rather than forward unverified.
                 respondLocal(.verifierUnavailable(), close: hasBody || !head.keepAlive)
                 return
             }
-            let d = plan.evaluate(head, now: worker.unixNow(), caches: worker.tokenCaches[routeIndex])
-            decision = d
-            exchange.verdict = d.accessLogVerdict
-            exchange.reason = d.status
-            if !plan.monitor, let status = d.status {
-                respondLocal(.rejected(status), close: hasBody || !head.keepAlive)
-                return
-            }
+            continueVerification(head, route: route, plan: plan)
+            return
         }
-        exchange.bodyLimit = route.maxBodyBytes
         if case .contentLength(let n) = head.framing, n > route.maxBodyBytes {
             respondLocal(.payloadTooLarge(), close: true)
             return
         }
-        if let plan = route.verification, plan.limitedUse, case .verified(let i, let token)? = decision {
-            checkReplay(head, route: route, plan: plan, verifier: i, token: token)
+        forward(head, route: route, decision: nil)
+    }
+
+    /// Runs the route's verifiers from where they stand; an App Attest verifier suspends them (off-loop work).
+    func continueVerification(_ head: HTTP1RequestHead, route: CompiledRoute, plan: RouteVerification) {
+        switch plan.evaluate(head, now: worker.unixNow(), caches: worker.tokenCaches[exchange.routeIndex],
+                             progress: &exchange.progress) {
+        case .decided(let decision):
+            verificationDecided(head, route: route, plan: plan, decision)
+        case .appAttest(let i, let presented):
+            startAppAttest(head, route: route, plan: plan, verifier: i, presented)
+        }
+    }
+
+    /// The verifiers have decided: reject (enforce mode), run the replay check, or forward.
+    func verificationDecided(_ head: HTTP1RequestHead, route: CompiledRoute, plan: RouteVerification,
+                             _ decision: VerificationDecision) {
+        exchange.verdict = decision.accessLogVerdict
+        exchange.reason = decision.status
+        if case .verifiedUnchecked(_, _, let reason) = decision { exchange.reason = reason }
+        let unreadBody = !exchange.requestDone
+        if !plan.monitor, let status = decision.status {
+            respondLocal(.rejected(status), close: unreadBody || !head.keepAlive)
+            return
+        }
+        if case .contentLength(let n) = head.framing, n > route.maxBodyBytes {
+            respondLocal(.payloadTooLarge(), close: true)
+            return
+        }
+        if plan.limitedUse, case .verified(let i, .appCheck(let token)) = decision, case .appCheck(let verifier) = plan.verifiers[i] {
+            checkReplay(head, route: route, plan: plan, verifier: i, policy: verifier.policy, token: token)
             return
         }
         forward(head, route: route, decision: decision)
@@ -131,7 +165,7 @@ extension DownstreamConnection {
     /// Limited use: the verified token's `jti` must be new; it is consumed (atomically, off the loop) only now that
     /// every other check has passed, so a forged token can never burn a genuine jti.
     private func checkReplay(_ head: HTTP1RequestHead, route: CompiledRoute, plan: RouteVerification, verifier i: Int,
-                             token: VerifiedAppCheckToken) {
+                             policy: AppCheckPolicy, token: VerifiedAppCheckToken) {
         let hasBody = head.framing != .none
         guard let jti = token.tokenID, !jti.isEmpty else {
             replayOutcome(head, route: route, plan: plan, .failed(verifier: i, status: .missingJTI))
@@ -141,7 +175,6 @@ extension DownstreamConnection {
             respondLocal(.verifierUnavailable(), close: hasBody || !head.keepAlive)
             return
         }
-        let policy = plan.verifiers[i].policy
         exchange.awaitingState = true
         deadline = 0
         state.consume(namespace: policy.projectNumber, key: jti, expiresAt: token.expiresAt + policy.clockSkewSeconds,
@@ -150,17 +183,22 @@ extension DownstreamConnection {
             conn.exchange.awaitingState = false
             let decision: VerificationDecision
             switch result {
-            case .success(true): decision = .verified(verifier: i, token: token)
+            case .success(true): decision = .verified(verifier: i, token: .appCheck(token))
             case .success(false): decision = .failed(verifier: i, status: .tokenReplayed)
             case .failure:
                 decision = state.allowWhenUnavailable
-                    ? .verifiedUnchecked(verifier: i, token: token, reason: .stateUnavailable)
+                    ? .verifiedUnchecked(verifier: i, token: .appCheck(token), reason: .stateUnavailable)
                     : .failed(verifier: i, status: .stateUnavailable)
             }
             conn.replayOutcome(head, route: route, plan: plan, decision)
-            if !conn.closed && (conn.phase == .forwarding || conn.phase == .awaitingHead) { conn.process() }
-            if !conn.closed && conn.readable { conn.readLoop() }
+            conn.resumeAfterStateWork()
         }
+    }
+
+    /// After work off the loop finished: go on with what is buffered and what the socket has.
+    func resumeAfterStateWork() {
+        if !closed && (phase == .forwarding || phase == .awaitingHead) { process() }
+        if !closed && readable { readLoop() }
     }
 
     private func replayOutcome(_ head: HTTP1RequestHead, route: CompiledRoute, plan: RouteVerification,
@@ -196,19 +234,40 @@ extension DownstreamConnection {
             HeaderFilter.appendUpstreamRequestHead(head, basePath: pool.target.basePath, clientAddress: clientAddress,
                                                    to: up.outBuf)
         }
-        if hasBody {
-            if head.expectsContinue && head.version == .http11 {
-                // We answer 100-continue ourselves (Expect is not forwarded): the route accepted the request.
-                outBuf.append("HTTP/1.1 100 Continue\r\n\r\n" as StaticString)
-                exchange.outMark = totalWritten + outBuf.readableBytes
-                flushOut()
+        if let held = exchange.heldBody {
+            // The body was read to verify it: send it now, in the framing the upstream was told.
+            exchange.heldBody = nil
+            if exchange.requestChunked {
+                if !held.bytes.isEmpty {
+                    up.outBuf.appendHex(held.bytes.count)
+                    up.outBuf.append("\r\n" as StaticString)
+                    held.bytes.withUnsafeBytes { up.outBuf.append($0) }
+                    up.outBuf.append("\r\n" as StaticString)
+                }
+                up.outBuf.append("0\r\n\r\n" as StaticString)
+            } else {
+                held.bytes.withUnsafeBytes { up.outBuf.append($0) }
             }
+            deadline = 0
+            up.flush()
+            return
+        }
+        if hasBody {
+            sendContinueIfExpected(head)
             setDeadline(worker.loop.now + worker.idleTimeout)
         } else {
             deadline = 0
         }
         // The head goes out with the first body bytes (or alone) when processing of this read ends.
         if !hasBody { up.flush() }
+    }
+
+    /// We answer 100-continue ourselves (Expect is not forwarded), once the gateway wants the body.
+    func sendContinueIfExpected(_ head: HTTP1RequestHead) {
+        guard head.expectsContinue && head.version == .http11 else { return }
+        outBuf.append("HTTP/1.1 100 Continue\r\n\r\n" as StaticString)
+        exchange.outMark = totalWritten + outBuf.readableBytes
+        flushOut()
     }
 
     /// Sends request-body bytes on, re-framed as a chunk when the request was chunked.
@@ -221,6 +280,10 @@ extension DownstreamConnection {
                 abortUpstream()
                 respondLocal(.payloadTooLarge(), close: true)
             }
+            return
+        }
+        if let held = exchange.heldBody {
+            held.append(bytes)
             return
         }
         guard let up = exchange.upstream else { return }

@@ -1,4 +1,5 @@
 import Attestation
+import GatewayCrypto
 import HTTP1
 
 /// The state of the request a client connection is serving now (one at a time; pipelined ones wait).
@@ -31,4 +32,26 @@ struct Exchange {
     var reason: VerificationStatus? = nil
     /// The replay check is running off the loop: the body waits (unread) until it answers.
     var awaitingState = false
+    /// The request body, read and held rather than forwarded while App Attest or a registration needs it whole.
+    var heldBody: HeldBody? = nil
+    /// How far the route's verifiers have got (they may suspend for App Attest).
+    var progress = EvaluationProgress()
+    /// The App Attest verifier waiting for the body, the key or the counter.
+    var pendingAttest: (verifier: Int, presented: AppAttestPresentation)? = nil
+    /// The registration endpoint this request is for.
+    var registration: (action: RegistrationEndpoints.Action, verifier: AppAttestVerifier)? = nil
+}
+
+/// A request body kept in memory (bounded by the route's `max_body_bytes`) with its running SHA-256.
+final class HeldBody {
+    private(set) var bytes: [UInt8] = []
+    private let hasher = SHA256Hasher()
+
+    func append(_ chunk: UnsafeRawBufferPointer) {
+        bytes.append(contentsOf: chunk)
+        hasher.update(chunk)
+    }
+
+    /// SHA-256 of everything appended (call once, when the body is complete).
+    func finishDigest() -> [UInt8] { hasher.finish() }
 }

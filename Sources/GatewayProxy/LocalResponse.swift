@@ -10,6 +10,37 @@ struct LocalResponse {
     let reason: String?
     /// Extra header lines (each ending in CRLF), e.g. WWW-Authenticate.
     var extraHeaders: String = ""
+    /// A JSON body other than `{"error":…,"reason":…}` (the registration endpoints' answers).
+    var json: String? = nil
+
+    /// A gateway-made JSON answer (registration endpoints).
+    static func json(status: Int, _ phrase: StaticString, _ body: String) -> LocalResponse {
+        var r = LocalResponse(status: status, reasonPhrase: phrase, error: "", reason: nil)
+        r.json = body
+        return r
+    }
+
+    static func methodNotAllowed(allow: StaticString) -> LocalResponse {
+        var r = LocalResponse(status: 405, reasonPhrase: "Method Not Allowed", error: "method_not_allowed", reason: nil)
+        r.extraHeaders = "Allow: \(allow)\r\n"
+        return r
+    }
+
+    /// A registration request the gateway cannot read (not the JSON shape of PROTOCOL.md).
+    static func badRegistration() -> LocalResponse {
+        .init(status: 400, reasonPhrase: "Bad Request", error: "bad_request", reason: VerificationStatus.malformedToken.code)
+    }
+
+    /// A registration refused by a verifier or the state store: the status of `status`, no WWW-Authenticate
+    /// (registration is not an authentication challenge).
+    static func registrationRejected(_ status: VerificationStatus) -> LocalResponse {
+        let phrase: StaticString = switch status.httpStatus {
+        case 403: "Forbidden"
+        case 503: "Service Unavailable"
+        default: "Unauthorized"
+        }
+        return LocalResponse(status: status.httpStatus, reasonPhrase: phrase, error: "attestation_rejected", reason: status.code)
+    }
 
     static func notFound() -> LocalResponse { .init(status: 404, reasonPhrase: "Not Found", error: "not_found", reason: nil) }
     static func verifierUnavailable() -> LocalResponse {
@@ -67,11 +98,13 @@ struct LocalResponse {
         var body = "{\"error\":\"\(error)\""
         if let reason { body += ",\"reason\":\"\(reason)\"" }
         body += "}"
+        if let json { body = json }
         out.append("HTTP/1.1 " as StaticString)
         out.appendDecimal(status)
         out.append(byte: UInt8(ascii: " "))
         out.append(reasonPhrase)
         out.append("\r\n" as StaticString)
+        if status == 200 || status == 201 { out.append("Cache-Control: no-store\r\n" as StaticString) }
         if !extraHeaders.isEmpty { out.append(extraHeaders) }
         out.append("Content-Type: application/json\r\nContent-Length: " as StaticString)
         out.appendDecimal(body.utf8.count)

@@ -18,8 +18,10 @@ public struct ProxyRuntime: Sendable {
     public let config: GatewayConfiguration
     public let routes: RouteTable
     public let verifiers: VerifierGraph
-    /// The state store, opened when some route uses `limited_use` (nil otherwise).
+    /// The state store, opened when some route uses `limited_use` or an App Attest verifier is configured.
     public let state: StateService?
+    /// `POST {registration_path}/challenge|attest` of the App Attest verifiers (they take precedence over routes).
+    let registration: RegistrationEndpoints
     public let upstreams: [UpstreamTarget]
     public let listenAddresses: [SocketAddress]
     public let requestLimits: HTTP1Limits
@@ -38,8 +40,11 @@ public struct ProxyRuntime: Sendable {
     public init(config: GatewayConfiguration) throws(StartupError) {
         self.config = config
         verifiers = try VerifierGraph.build(config)
-        routes = RouteTable(config: config, appCheck: verifiers.appCheck)
-        state = config.routes.contains { $0.limitedUse } ? try StateService.open(config.state) : nil
+        routes = RouteTable(config: config, verifiers: verifiers.byName)
+        registration = RegistrationEndpoints(verifiers.appAttest.values.sorted { $0.name < $1.name })
+        // The state store is opened when something needs it: limited use, or App Attest (challenges, keys, counters).
+        state = config.routes.contains { $0.limitedUse } || !verifiers.appAttest.isEmpty
+            ? try StateService.open(config.state) : nil
         var targets: [UpstreamTarget] = []
         for u in config.upstreams {
             if u.tls {

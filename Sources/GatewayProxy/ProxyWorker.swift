@@ -62,8 +62,8 @@ public final class ProxyWorker: @unchecked Sendable {
         // One cache per (loop, verifier), shared by the routes that name the verifier.
         var byVerifier: [ObjectIdentifier: VerifiedTokenCache] = [:]
         tokenCaches = runtime.routes.routes.map { route in
-            (route.verification?.verifiers ?? []).map { v -> VerifiedTokenCache? in
-                guard v.verifiedTokenCacheSize > 0 else { return nil }
+            (route.verification?.verifiers ?? []).map { routeVerifier -> VerifiedTokenCache? in
+                guard case .appCheck(let v) = routeVerifier, v.verifiedTokenCacheSize > 0 else { return nil }
                 if let c = byVerifier[ObjectIdentifier(v)] { return c }
                 let c = VerifiedTokenCache(capacity: v.verifiedTokenCacheSize)
                 byVerifier[ObjectIdentifier(v)] = c

@@ -28,8 +28,8 @@ public struct CompiledRoute: Sendable {
 public struct RouteTable: Sendable {
     public let routes: [CompiledRoute]
 
-    /// `appCheck`: the built App Check verifiers by name (other verifier types are not available yet).
-    public init(config: GatewayConfiguration, appCheck: [String: AppCheckVerifier] = [:]) {
+    /// `verifiers`: the built verifiers by name (a route naming one that is not built answers 501).
+    public init(config: GatewayConfiguration, verifiers: [String: RouteVerifier] = [:]) {
         var compiled: [CompiledRoute] = []
         for route in config.routes {
             var exact: [UInt8]?
@@ -39,12 +39,11 @@ public struct RouteTable: Sendable {
             case .prefix(let p): prefix = Array(p.utf8)
             }
             var verification: RouteVerification? = nil
-            let found = route.verify.compactMap { appCheck[$0] }
+            let found = route.verify.compactMap { verifiers[$0] }
             if !route.verify.isEmpty && found.count == route.verify.count {
                 verification = RouteVerification(
                     verifiers: found, requireAll: route.requireAll, monitor: route.mode == .monitor,
-                    stripTokenHeaders: route.stripTokenHeaders, limitedUse: route.limitedUse,
-                    tokenHeaders: found.map { Array($0.headerName.lowercased().utf8) })
+                    stripTokenHeaders: route.stripTokenHeaders, limitedUse: route.limitedUse)
             }
             compiled.append(CompiledRoute(
                 name: route.name,

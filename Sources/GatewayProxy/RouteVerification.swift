@@ -3,23 +3,90 @@ import GatewayConfig
 import GatewayCore
 import HTTP1
 
+/// One verifier a route names.
+public enum RouteVerifier: Sendable {
+    case appCheck(AppCheckVerifier)
+    case appAttest(AppAttestVerifier)
+
+    public var name: String {
+        switch self {
+        case .appCheck(let v): v.name
+        case .appAttest(let v): v.name
+        }
+    }
+
+    /// The header whose presence means "this verifier's token was sent" (lower-case).
+    var presenceHeader: [UInt8] {
+        switch self {
+        case .appCheck(let v): Array(v.headerName.lowercased().utf8)
+        case .appAttest: Array(AppAttestVerifier.keyIDHeader.utf8)
+        }
+    }
+
+    /// Every header carrying this verifier's token (lower-case): stripped before forwarding when asked.
+    var tokenHeaders: [[UInt8]] {
+        switch self {
+        case .appCheck: [presenceHeader]
+        case .appAttest: AppAttestVerifier.tokenHeaders.map { Array($0.utf8) }
+        }
+    }
+}
+
 /// A route's verification, compiled once: which verifiers, any-of or all-of, enforce or monitor.
 public struct RouteVerification: Sendable {
-    public let verifiers: [AppCheckVerifier]
+    public let verifiers: [RouteVerifier]
     public let requireAll: Bool
     public let monitor: Bool
     public let stripTokenHeaders: Bool
     /// `limited_use: true`: a verified App Check token must carry a `jti`, consumed once in the state store.
     public let limitedUse: Bool
-    /// Lower-case token header names of this route's verifiers (stripped before forwarding when asked).
+    /// Lower-case names of every token header of this route's verifiers (stripped before forwarding when asked).
     let tokenHeaders: [[UInt8]]
+    /// Per verifier, the header that says its token is present.
+    let presenceHeaders: [[UInt8]]
+
+    public init(verifiers: [RouteVerifier], requireAll: Bool, monitor: Bool, stripTokenHeaders: Bool, limitedUse: Bool) {
+        self.verifiers = verifiers
+        self.requireAll = requireAll
+        self.monitor = monitor
+        self.stripTokenHeaders = stripTokenHeaders
+        self.limitedUse = limitedUse
+        tokenHeaders = verifiers.flatMap(\.tokenHeaders)
+        presenceHeaders = verifiers.map(\.presenceHeader)
+    }
+
+    /// Whether some verifier must finish off the event loop (App Attest: key lookup and counter).
+    var hasAppAttest: Bool {
+        verifiers.contains { if case .appAttest = $0 { true } else { false } }
+    }
+}
+
+/// What a passing verifier vouches for.
+enum PassedToken {
+    case appCheck(VerifiedAppCheckToken)
+    case appAttest(appID: String, keyID: String)
+
+    var appID: String {
+        switch self {
+        case .appCheck(let t): t.appID
+        case .appAttest(let appID, _): appID
+        }
+    }
+}
+
+/// One verifier's result.
+enum VerifierOutcome {
+    case passed(PassedToken)
+    /// Passed, but a state check could not run and `state.on_unavailable: allow` let it through.
+    case passedUnchecked(PassedToken, VerificationStatus)
+    case rejected(VerificationStatus)
 }
 
 /// What the route's verifiers decided about one request.
 enum VerificationDecision {
-    case verified(verifier: Int, token: VerifiedAppCheckToken)
+    case verified(verifier: Int, token: PassedToken)
     /// Verified, but the replay check could not run (`state.on_unavailable: allow`): forwarded with the reason.
-    case verifiedUnchecked(verifier: Int, token: VerifiedAppCheckToken, reason: VerificationStatus)
+    case verifiedUnchecked(verifier: Int, token: PassedToken, reason: VerificationStatus)
     /// A token was presented and failed (`verifier` is the one whose failure decides).
     case failed(verifier: Int, status: VerificationStatus)
     /// No verifier found its token header.
@@ -41,6 +108,31 @@ enum VerificationDecision {
         case .absent: .missingToken
         }
     }
+}
+
+/// The App Attest headers of a request, checked as far as they can be without the key: well-formed key id and
+/// assertion, a fresh timestamp (request binding) or a challenge (challenge binding).
+struct AppAttestPresentation {
+    let keyID: String
+    let assertion: [UInt8]
+    /// `binding: request`: the timestamp header's bytes, as signed.
+    let timestamp: [UInt8]
+    /// `binding: challenge`: the challenge as sent.
+    let challenge: String?
+}
+
+/// Where a route's evaluation stands: verifiers run in order, and an App Attest verifier suspends it until the
+/// state store has answered.
+struct EvaluationProgress {
+    var next = 0
+    var firstFailure: VerificationDecision? = nil
+    var lastPass: VerificationDecision? = nil
+}
+
+enum EvaluationStep {
+    case decided(VerificationDecision)
+    /// Verifier `verifier` needs the body, the key and the counter: resume with `record` and `evaluate`.
+    case appAttest(verifier: Int, AppAttestPresentation)
 }
 
 /// Where a token header stands in a request head.
@@ -66,34 +158,100 @@ extension RouteVerification {
         return found.isEmpty ? .malformed : .value(found)
     }
 
-    /// Runs the verifiers in their listed order: any-of stops at the first pass, all-of at the first failure.
-    /// Only the verifiers that ran have side effects (the replay check runs afterwards, on the passing token only).
-    func evaluate(_ head: HTTP1RequestHead, now: Int64, caches: [VerifiedTokenCache?]) -> VerificationDecision {
+    static let assertionHeader = Array(AppAttestVerifier.assertionHeader.utf8)
+    static let timestampHeader = Array(AppAttestVerifier.timestampHeader.utf8)
+    static let challengeHeader = Array(AppAttestVerifier.challengeHeader.utf8)
+
+    static func hasField(_ head: HTTP1RequestHead, _ raw: UnsafeRawBufferPointer, lowercasedName name: [UInt8]) -> Bool {
+        if case .missing = tokenField(head, raw, lowercasedName: name) { return false }
+        return true
+    }
+
+    /// Runs the verifiers from `progress.next` in their listed order: any-of stops at the first pass, all-of at the
+    /// first failure. Only the verifiers that ran have side effects (the replay check runs afterwards, on the
+    /// passing token only). Stops early at an App Attest verifier with its headers present.
+    func evaluate(_ head: HTTP1RequestHead, now: Int64, caches: [VerifiedTokenCache?],
+                  progress: inout EvaluationProgress) -> EvaluationStep {
         head.bytes.withUnsafeBytes { raw in
-            var firstFailure: VerificationDecision? = nil
-            var lastPass: VerificationDecision? = nil
-            for (i, verifier) in verifiers.enumerated() {
-                let outcome: AppCheckOutcome
-                switch Self.tokenField(head, raw, lowercasedName: tokenHeaders[i]) {
+            while progress.next < verifiers.count {
+                let i = progress.next
+                progress.next += 1
+                let outcome: VerifierOutcome
+                switch Self.tokenField(head, raw, lowercasedName: presenceHeaders[i]) {
                 case .missing:
-                    if requireAll { return firstFailure ?? .absent }
-                    continue
+                    if case .appAttest = verifiers[i], Self.hasField(head, raw, lowercasedName: Self.assertionHeader) {
+                        outcome = .rejected(.malformedToken)   // an assertion without its key id
+                    } else {
+                        if requireAll { return .decided(progress.firstFailure ?? .absent) }
+                        continue
+                    }
                 case .malformed:
                     outcome = .rejected(.malformedToken)
                 case .value(let range):
-                    outcome = verifier.verify(token: UnsafeRawBufferPointer(rebasing: raw[range]), now: now,
-                                              cache: caches[i])
+                    switch verifiers[i] {
+                    case .appCheck(let verifier):
+                        switch verifier.verify(token: UnsafeRawBufferPointer(rebasing: raw[range]), now: now, cache: caches[i]) {
+                        case .verified(let token): outcome = .passed(.appCheck(token))
+                        case .rejected(let status): outcome = .rejected(status)
+                        }
+                    case .appAttest(let verifier):
+                        switch Self.appAttestPresentation(head, raw, keyID: range, verifier: verifier, now: now) {
+                        case .success(let presented): return .appAttest(verifier: i, presented)
+                        case .failure(let status): outcome = .rejected(status)
+                        }
+                    }
                 }
-                switch outcome {
-                case .verified(let token):
-                    if !requireAll { return .verified(verifier: i, token: token) }
-                    lastPass = .verified(verifier: i, token: token)
-                case .rejected(let status):
-                    if requireAll { return .failed(verifier: i, status: status) }
-                    if firstFailure == nil { firstFailure = .failed(verifier: i, status: status) }
-                }
+                if let decided = record(outcome, verifier: i, progress: &progress) { return .decided(decided) }
             }
-            return lastPass ?? firstFailure ?? .absent
+            return .decided(progress.lastPass ?? progress.firstFailure ?? .absent)
+        }
+    }
+
+    /// Folds one verifier's outcome into the evaluation; a decision when it ends the evaluation.
+    func record(_ outcome: VerifierOutcome, verifier i: Int, progress: inout EvaluationProgress) -> VerificationDecision? {
+        switch outcome {
+        case .passed(let token):
+            if !requireAll { return .verified(verifier: i, token: token) }
+            progress.lastPass = .verified(verifier: i, token: token)
+        case .passedUnchecked(let token, let reason):
+            if !requireAll { return .verifiedUnchecked(verifier: i, token: token, reason: reason) }
+            progress.lastPass = .verifiedUnchecked(verifier: i, token: token, reason: reason)
+        case .rejected(let status):
+            if requireAll { return .failed(verifier: i, status: status) }
+            if progress.firstFailure == nil { progress.firstFailure = .failed(verifier: i, status: status) }
+        }
+        return nil
+    }
+
+    /// Reads the App Attest headers: one key id (canonical base64 of 32 bytes), one assertion (base64, bounded),
+    /// and per binding one fresh timestamp or one challenge.
+    static func appAttestPresentation(_ head: HTTP1RequestHead, _ raw: UnsafeRawBufferPointer, keyID range: Range<Int>,
+                                      verifier: AppAttestVerifier, now: Int64) -> Result<AppAttestPresentation, VerificationStatus> {
+        let keyID = String(decoding: UnsafeRawBufferPointer(rebasing: raw[range]), as: UTF8.self)
+        guard let keyBytes = StandardBase64.decode(keyID), keyBytes.count == 32 else { return .failure(.malformedToken) }
+        guard case .value(let a) = tokenField(head, raw, lowercasedName: assertionHeader),
+              a.count <= AppAttestVerifier.maxAssertionBytes * 4 / 3 + 4,
+              let assertion = StandardBase64.decode(String(decoding: UnsafeRawBufferPointer(rebasing: raw[a]), as: UTF8.self)) else {
+            return .failure(.malformedToken)
+        }
+        switch verifier.binding {
+        case .request(let maxSkew):
+            guard case .value(let t) = tokenField(head, raw, lowercasedName: timestampHeader) else {
+                return .failure(.malformedToken)
+            }
+            let timestamp = Array(UnsafeRawBufferPointer(rebasing: raw[t]))
+            guard let fresh = AppAttestVerifier.timestampIsFresh(timestamp, now: now, maxSkewSeconds: maxSkew) else {
+                return .failure(.malformedToken)
+            }
+            guard fresh else { return .failure(.staleTimestamp) }
+            return .success(AppAttestPresentation(keyID: keyID, assertion: assertion, timestamp: timestamp, challenge: nil))
+        case .challenge:
+            guard case .value(let c) = tokenField(head, raw, lowercasedName: challengeHeader),
+                  c.count <= AppAttestVerifier.maxChallengeBytes else {
+                return .failure(.malformedToken)
+            }
+            let challenge = String(decoding: UnsafeRawBufferPointer(rebasing: raw[c]), as: UTF8.self)
+            return .success(AppAttestPresentation(keyID: keyID, assertion: assertion, timestamp: [], challenge: challenge))
         }
     }
 
@@ -115,12 +273,17 @@ extension RouteVerification {
         }
     }
 
-    private func appendVerified(verifier i: Int, token: VerifiedAppCheckToken, reason: VerificationStatus?, to out: ByteBuffer) {
+    private func appendVerified(verifier i: Int, token: PassedToken, reason: VerificationStatus?, to out: ByteBuffer) {
         out.append("X-Attest-Verdict: verified\r\nX-Attest-Verifier: " as StaticString)
         out.append(verifiers[i].name)
         out.append("\r\nX-Attest-App-Id: " as StaticString)
         out.append(token.appID)
         out.append("\r\n" as StaticString)
+        if case .appAttest(_, let keyID) = token {
+            out.append("X-Attest-Key-Id: " as StaticString)
+            out.append(keyID)
+            out.append("\r\n" as StaticString)
+        }
         if let reason {
             out.append("X-Attest-Reason: " as StaticString)
             out.append(reason.code)

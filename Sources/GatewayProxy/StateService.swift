@@ -17,18 +17,20 @@ public final class StateService: Sendable {
     public let store: AttestationStateStore
     /// `state.on_unavailable: allow`: when the store fails, forward and say the replay check was skipped.
     public let allowWhenUnavailable: Bool
+    /// Registered App Attest keys already read from the store.
+    let appAttestKeys = AppAttestKeyCache()
     private let queue = DispatchQueue(label: "attest-gateway.state")
     private let sweeper: StateStoreSweeper?
 
-    /// A consume waiting for the state queue, with where its answer goes.
-    private struct Pending: @unchecked Sendable {   // `deliver` only ever runs on its loop (EventLoop.execute)
-        let request: ConsumeRequest
-        let now: Int64
-        let deliver: (Result<Bool, StateStoreError>) -> Void
+    /// Work waiting for the state queue, with where its answer goes: a consume (batched with the others of its
+    /// drain) or any other store call.
+    private enum Pending: @unchecked Sendable {   // the closures only ever run their results on their loop
+        case consume(ConsumeRequest, now: Int64, deliver: (Result<Bool, StateStoreError>) -> Void)
+        case call(() -> Void)
     }
 
-    /// Consumes waiting to run, and whether a drain is already queued. Everything that arrives while one batch
-    /// runs goes into the next: under load, one SQLite commit serves many requests (group commit).
+    /// Work waiting to run, and whether a drain is already queued. Everything that arrives while one batch runs
+    /// goes into the next: under load, one SQLite commit serves many consumes (group commit).
     private let pending = Mutex<(items: [Pending], drainQueued: Bool)>(([], false))
 
     init(store: AttestationStateStore, allowWhenUnavailable: Bool, sweepIntervalSeconds: Int?) {
@@ -69,8 +71,22 @@ public final class StateService: Sendable {
     func consume<Owner: AnyObject>(namespace: String, key: String, expiresAt: Int64, now: Int64, loop: EventLoop,
                                    owner: Owner, _ done: @escaping (Owner, Result<Bool, StateStoreError>) -> Void) {
         let bound = LoopBound(value: (owner, done))
-        let item = Pending(request: ConsumeRequest(namespace: namespace, key: key, expiresAt: expiresAt), now: now) { result in
+        let item = Pending.consume(ConsumeRequest(namespace: namespace, key: key, expiresAt: expiresAt), now: now) { result in
             loop.execute { bound.value.1(bound.value.0, result) }
+        }
+        pending.withLock { state in state.items.append(item) }
+    }
+
+    /// Runs `work` against the store off the loop (in arrival order with everything else); `done` runs on `loop`
+    /// with its result. Like `consume`, it starts with the loop's next `kick`.
+    func call<Owner: AnyObject, Value>(loop: EventLoop, owner: Owner,
+                                       _ work: @escaping @Sendable (AttestationStateStore) -> Result<Value, StateStoreError>,
+                                       _ done: @escaping (Owner, Result<Value, StateStoreError>) -> Void) {
+        let bound = LoopBound(value: (owner, done))
+        let store = self.store
+        let item = Pending.call {
+            let result = LoopBound(value: work(store))
+            loop.execute { bound.value.1(bound.value.0, result.value) }
         }
         pending.withLock { state in state.items.append(item) }
     }
@@ -97,8 +113,16 @@ public final class StateService: Sendable {
             return taken
         }
         guard !batch.isEmpty else { return }
-        let now = batch.map(\.now).min() ?? 0
-        let results = store.consumeOnce(batch: batch.map(\.request), now: now)
-        for (item, result) in zip(batch, results) { item.deliver(result) }
+        var consumes: [(request: ConsumeRequest, now: Int64, deliver: (Result<Bool, StateStoreError>) -> Void)] = []
+        for item in batch {
+            switch item {
+            case .consume(let request, let now, let deliver): consumes.append((request, now, deliver))
+            case .call(let run): run()
+            }
+        }
+        guard !consumes.isEmpty else { return }
+        let now = consumes.map(\.now).min() ?? 0
+        let results = store.consumeOnce(batch: consumes.map(\.request), now: now)
+        for (item, result) in zip(consumes, results) { item.deliver(result) }
     }
 }

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Attestation
+import GatewayCrypto
 import GatewayCore
 import GatewayConfig
 import JOSE
@@ -12,8 +13,17 @@ import OutboundHTTP
 /// The verifiers a configuration names, built once at start-up and shared by every loop.
 public struct VerifierGraph: Sendable {
     public let appCheck: [String: AppCheckVerifier]
+    public let appAttest: [String: AppAttestVerifier]
 
-    /// Builds every verifier the gateway supports so far (App Check). A `jwks_file` is loaded now, so a bad file
+    /// Every verifier a route may name, by name.
+    public var byName: [String: RouteVerifier] {
+        var all: [String: RouteVerifier] = [:]
+        for (name, v) in appCheck { all[name] = .appCheck(v) }
+        for (name, v) in appAttest { all[name] = .appAttest(v) }
+        return all
+    }
+
+    /// Builds every verifier the gateway supports so far (App Check, App Attest). A `jwks_file` is loaded now, so a bad file
     /// stops start-up with a clear message; a `jwks_url` loads in the background (requests get 503
     /// `jwks_unavailable` until it has).
     public static func build(_ config: GatewayConfiguration) throws(ProxyRuntime.StartupError) -> VerifierGraph {
@@ -53,7 +63,41 @@ public struct VerifierGraph: Sendable {
             appCheck[name] = AppCheckVerifier(name: name, policy: policy, headerName: c.header, keys: keys,
                                               verifiedTokenCacheSize: c.verifiedTokenCacheSize)
         }
-        return VerifierGraph(appCheck: appCheck)
+        return VerifierGraph(appCheck: appCheck, appAttest: try buildAppAttest(config))
+    }
+
+    /// App Attest verifiers: the root is Apple's (compiled in) or a PEM file read now, so a bad file stops start-up.
+    static func buildAppAttest(_ config: GatewayConfiguration) throws(ProxyRuntime.StartupError) -> [String: AppAttestVerifier] {
+        var built: [String: AppAttestVerifier] = [:]
+        for v in config.verifiers {
+            guard case .appAttest(let c) = v.kind else { continue }
+            let root: X509Certificate
+            if c.rootCA == "builtin" {
+                root = AppAttestRoots.apple
+            } else {
+                guard let bytes = try? KeySetSources.file(path: c.rootCA)().body,
+                      let cert = X509Certificate(pem: String(decoding: bytes, as: UTF8.self)) else {
+                    throw ProxyRuntime.StartupError(description: "verifiers.\(v.name).root_ca: cannot read a PEM certificate from \(c.rootCA)")
+                }
+                root = cert
+            }
+            let environment: AppAttestEnvironmentPolicy = switch c.environment {
+            case .production: .production
+            case .development: .development
+            case .any: .any
+            }
+            let binding: AppAttestClientDataBinding = switch c.binding {
+            case .request: .request(maxSkewSeconds: Int64(c.maxSkewMillis / 1000))
+            case .challenge: .challenge
+            }
+            built[v.name] = AppAttestVerifier(
+                name: v.name, teamID: c.teamID, bundleIDs: c.bundleIDs, environment: environment, root: root,
+                binding: binding, challengeTTLSeconds: Int64(max(1, c.challengeTTLMillis / 1000)),
+                registrationPath: c.registrationPath,
+                allowedValidationCategories: c.extensions?.allowedValidationCategories,
+                minBundleVersion: c.extensions?.minBundleVersion)
+        }
+        return built
     }
 
     /// Starts the key-set refreshers (background threads; the request path never fetches).

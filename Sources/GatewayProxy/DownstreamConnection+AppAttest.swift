@@ -1,0 +1,131 @@
+import Attestation
+import GatewayCrypto
+import HTTP1
+import StateStore
+
+/// App Attest on a route: the body is read and hashed (the request binding signs it), the key comes from the
+/// cache or the store, the signature is checked on the loop, and the counter advances atomically in the store —
+/// only then does the upstream see the request.
+extension DownstreamConnection {
+    func startAppAttest(_ head: HTTP1RequestHead, route: CompiledRoute, plan: RouteVerification, verifier i: Int,
+                        _ presented: AppAttestPresentation) {
+        exchange.pendingAttest = (i, presented)
+        if exchange.heldBody == nil {
+            exchange.heldBody = HeldBody()
+            if !exchange.requestDone {
+                if case .contentLength(let n) = head.framing, n > route.maxBodyBytes {
+                    respondLocal(.payloadTooLarge(), close: true)
+                    return
+                }
+                sendContinueIfExpected(head)
+                setDeadline(worker.loop.now + worker.idleTimeout)
+                return   // `process` reads the body into `heldBody`, then calls `heldBodyComplete`
+            }
+        }
+        appAttestBodyReady()
+    }
+
+    /// The whole request body is held: go on with what was waiting for it.
+    func heldBodyComplete() {
+        if exchange.registration != nil {
+            registrationBodyReady()
+        } else if exchange.pendingAttest != nil {
+            appAttestBodyReady()
+        }
+    }
+
+    private var appAttestContext: (head: HTTP1RequestHead, route: CompiledRoute, plan: RouteVerification,
+                                   index: Int, verifier: AppAttestVerifier, presented: AppAttestPresentation)? {
+        guard let head = exchange.head, exchange.routeIndex >= 0, let (i, presented) = exchange.pendingAttest else { return nil }
+        let route = worker.routes[exchange.routeIndex]
+        guard let plan = route.verification, case .appAttest(let verifier) = plan.verifiers[i] else { return nil }
+        return (head, route, plan, i, verifier, presented)
+    }
+
+    /// The body is complete: find the key (cache, else the store off the loop).
+    private func appAttestBodyReady() {
+        guard let ctx = appAttestContext, let state = worker.runtime.state else {
+            respondLocal(.verifierUnavailable(), close: true)
+            return
+        }
+        if let key = state.appAttestKeys.get(ctx.presented.keyID) {
+            checkAssertion(with: key)
+            return
+        }
+        exchange.awaitingState = true
+        deadline = 0
+        let keyID = ctx.presented.keyID
+        state.call(loop: worker.loop, owner: self, { store in
+            Result { () throws(StateStoreError) in try store.key(id: keyID) }
+        }) { conn, result in
+            guard !conn.closed, conn.exchange.awaitingState else { return }
+            conn.exchange.awaitingState = false
+            switch result {
+            case .success(let key?):
+                state.appAttestKeys.put(key)
+                conn.checkAssertion(with: key)
+            case .success(nil): conn.appAttestFinished(.rejected(.unknownKeyID))
+            case .failure: conn.appAttestFinished(.rejected(.stateUnavailable))
+            }
+            conn.resumeAfterStateWork()
+        }
+    }
+
+    /// Signature, app, environment and extension policy on the loop; then the counter (and the challenge) in the store.
+    private func checkAssertion(with key: AttestedKeyRecord) {
+        guard let ctx = appAttestContext, let state = worker.runtime.state, let held = exchange.heldBody else { return }
+        let clientData: [UInt8]
+        if let challenge = ctx.presented.challenge {
+            clientData = Array(challenge.utf8)
+        } else {
+            clientData = ctx.head.bytes.withUnsafeBytes { raw in
+                AppAttestVerifier.requestClientData(
+                    method: UnsafeRawBufferPointer(rebasing: raw[ctx.head.method]),
+                    target: UnsafeRawBufferPointer(rebasing: raw[ctx.head.target]),
+                    timestamp: ctx.presented.timestamp, bodySHA256: held.finishDigest())
+            }
+        }
+        let verified: VerifiedAppAttestAssertion
+        switch ctx.verifier.verifyAssertion(ctx.presented.assertion, clientData: clientData, publicKey: key.publicKey,
+                                            keyAppID: key.appID, keyEnvironment: key.environment, previousCounter: 0) {
+        case .failure(let status):
+            appAttestFinished(.rejected(status))
+            return
+        case .success(let v): verified = v
+        }
+        let token = PassedToken.appAttest(appID: key.appID, keyID: key.keyID)
+        let challenge = ctx.presented.challenge
+        let namespace = ctx.verifier.challengeNamespace
+        let now = worker.unixNow()
+        exchange.awaitingState = true
+        deadline = 0
+        state.call(loop: worker.loop, owner: self, { store in
+            Result { () throws(StateStoreError) -> VerificationStatus? in
+                if let challenge, try !store.redeem(namespace: namespace, key: challenge, now: now) { return .challengeUnknown }
+                return try store.advanceCounter(keyID: key.keyID, to: verified.counter) ? nil : .counterNotIncreasing
+            }
+        }) { conn, result in
+            guard !conn.closed, conn.exchange.awaitingState else { return }
+            conn.exchange.awaitingState = false
+            switch result {
+            case .success(nil): conn.appAttestFinished(.passed(token))
+            case .success(let status?): conn.appAttestFinished(.rejected(status))
+            case .failure:
+                conn.appAttestFinished(state.allowWhenUnavailable ? .passedUnchecked(token, .stateUnavailable)
+                                                                  : .rejected(.stateUnavailable))
+            }
+            conn.resumeAfterStateWork()
+        }
+    }
+
+    /// One App Attest verifier has its outcome: fold it in and let the route's remaining verifiers run.
+    private func appAttestFinished(_ outcome: VerifierOutcome) {
+        guard let ctx = appAttestContext else { return }
+        exchange.pendingAttest = nil
+        if let decision = ctx.plan.record(outcome, verifier: ctx.index, progress: &exchange.progress) {
+            verificationDecided(ctx.head, route: ctx.route, plan: ctx.plan, decision)
+        } else {
+            continueVerification(ctx.head, route: ctx.route, plan: ctx.plan)
+        }
+    }
+}

@@ -1,0 +1,158 @@
+import Attestation
+import Dispatch
+import GatewayCrypto
+import HTTP1
+import JOSE
+import Observability
+import StateStore
+
+/// The App Attest registration endpoints (PROTOCOL.md "App Attest registration"): one-time challenges, and
+/// attestations verified against the pinned root and stored as keys with counter 0.
+extension DownstreamConnection {
+    func beginRegistration(_ head: HTTP1RequestHead, _ endpoint: (action: RegistrationEndpoints.Action, verifier: AppAttestVerifier)) {
+        exchange.registration = endpoint
+        guard head.methodIs("POST") else {
+            respondLocal(.methodNotAllowed(allow: "POST"), close: !exchange.requestDone || !head.keepAlive)
+            return
+        }
+        exchange.bodyLimit = RegistrationEndpoints.maxBodyBytes
+        if case .contentLength(let n) = head.framing, n > RegistrationEndpoints.maxBodyBytes {
+            respondLocal(.payloadTooLarge(), close: true)
+            return
+        }
+        exchange.heldBody = HeldBody()
+        if !exchange.requestDone {
+            sendContinueIfExpected(head)
+            setDeadline(worker.loop.now + worker.idleTimeout)
+            return   // `process` reads the body, then `heldBodyComplete` calls `registrationBodyReady`
+        }
+        registrationBodyReady()
+    }
+
+    func registrationBodyReady() {
+        guard let (action, verifier) = exchange.registration, let held = exchange.heldBody else { return }
+        switch action {
+        case .challenge: issueChallenge(verifier)
+        case .attest: verifyAttestation(verifier, body: held.bytes)
+        }
+    }
+
+    /// 32 random bytes, base64url, recorded in the state store until the TTL.
+    private func issueChallenge(_ verifier: AppAttestVerifier) {
+        guard let state = worker.runtime.state else { return }
+        let challenge = Base64URL.encode(SecureRandom.bytes(32))
+        let now = worker.unixNow()
+        let ttl = verifier.challengeTTLSeconds
+        let namespace = verifier.challengeNamespace
+        exchange.awaitingState = true
+        deadline = 0
+        state.call(loop: worker.loop, owner: self, { store in
+            Result { () throws(StateStoreError) in try store.issue(namespace: namespace, key: challenge, expiresAt: now + ttl, now: now) }
+        }) { conn, result in
+            guard !conn.closed, conn.exchange.awaitingState else { return }
+            conn.exchange.awaitingState = false
+            if case .success(true) = result {
+                conn.registrationAnswer(.json(status: 200, "OK", "{\"challenge\":\"\(challenge)\",\"expires_in\":\(ttl)}"))
+            } else {
+                conn.registrationAnswer(.registrationRejected(.stateUnavailable), reason: .stateUnavailable)
+            }
+            conn.resumeAfterStateWork()
+        }
+    }
+
+    /// The JSON mobile plugins send: `keyId`, `challenge`, `token` (base64 attestation), optional `platform` and
+    /// `format` (when present, `format` must be `apple-app-attest`).
+    static func parseAttestRequest(_ body: [UInt8]) -> (keyID: String, challenge: String, token: [UInt8])? {
+        guard case .object(let o)? = try? StrictJSON.parse(body),
+              case .string(let keyID)? = o["keyId"], case .string(let challenge)? = o["challenge"],
+              case .string(let token)? = o["token"], !challenge.isEmpty,
+              challenge.utf8.count <= AppAttestVerifier.maxChallengeBytes else { return nil }
+        if let platform = o["platform"] { guard case .string = platform else { return nil } }
+        if let format = o["format"] { guard case .string("apple-app-attest") = format else { return nil } }
+        guard let bytes = StandardBase64.decode(token) ?? Base64URL.decode(token), !bytes.isEmpty else { return nil }
+        return (keyID, challenge, bytes)
+    }
+
+    /// The attestation's checks run on a worker thread (a chain verification costs about a millisecond); the
+    /// challenge is redeemed and the key stored only when they pass, so a forged attestation cannot burn a challenge.
+    private func verifyAttestation(_ verifier: AppAttestVerifier, body: [UInt8]) {
+        guard let request = Self.parseAttestRequest(body) else {
+            registrationAnswer(.badRegistration(), reason: .malformedToken)
+            return
+        }
+        exchange.awaitingState = true
+        deadline = 0
+        let now = worker.unixNow()
+        let loop = worker.loop
+        let bound = LoopBound(value: self)
+        DispatchQueue.global().async {
+            let result = verifier.verifyRegistration(keyID: request.keyID, challenge: request.challenge,
+                                                     attestation: request.token, now: now)
+            loop.execute {
+                let conn = bound.value
+                guard !conn.closed, conn.exchange.awaitingState else { return }
+                conn.exchange.awaitingState = false
+                conn.attestationVerified(verifier, challenge: request.challenge, result, now: now)
+                conn.resumeAfterStateWork()
+            }
+        }
+    }
+
+    private func attestationVerified(_ verifier: AppAttestVerifier, challenge: String,
+                                     _ result: Result<AppAttestVerifier.Registration, AppAttestFailure>, now: Int64) {
+        let registration: AppAttestVerifier.Registration
+        switch result {
+        case .failure(let failure):
+            let status: VerificationStatus = switch failure {
+            case .appIDMismatch, .wrongEnvironment: .appNotAllowed
+            case .malformed, .malformedKeyID: .malformedToken
+            default: .badAssertion
+            }
+            Logger.warn("app attest registration rejected", ["verifier": verifier.name, "detail": failure.description])
+            registrationAnswer(.registrationRejected(status), reason: status)
+            return
+        case .success(let r): registration = r
+        }
+        guard let state = worker.runtime.state else { return }
+        let record = AttestedKeyRecord(keyID: registration.keyID, appID: registration.appID, publicKey: registration.key.publicKey,
+                                       counter: 0, environment: registration.key.environment.rawValue, createdAt: now)
+        let receipt = ReceiptRecord(receipt: registration.key.receipt, riskMetric: nil, createdAt: now, notBefore: nil, lastUsedAt: now)
+        let namespace = verifier.challengeNamespace
+        exchange.awaitingState = true
+        deadline = 0
+        state.call(loop: worker.loop, owner: self, { store in
+            Result { () throws(StateStoreError) -> Bool in
+                guard try store.redeem(namespace: namespace, key: challenge, now: now) else { return false }
+                // A key registered before (the app retried) keeps its counter; its receipt is refreshed.
+                _ = try store.registerKey(record)
+                try store.putReceipt(keyID: record.keyID, receipt)
+                return true
+            }
+        }) { conn, result in
+            guard !conn.closed, conn.exchange.awaitingState else { return }
+            conn.exchange.awaitingState = false
+            switch result {
+            case .success(true):
+                state.appAttestKeys.put(record)
+                conn.exchange.verdict = "verified"
+                conn.registrationAnswer(.json(status: 201, "Created",
+                    "{\"keyId\":\(JSONText.quoted(record.keyID)),\"environment\":\"\(record.environment)\",\"appId\":\(JSONText.quoted(record.appID))}"))
+            case .success(false):
+                conn.registrationAnswer(.registrationRejected(.challengeUnknown), reason: .challengeUnknown)
+            case .failure:
+                conn.registrationAnswer(.registrationRejected(.stateUnavailable), reason: .stateUnavailable)
+            }
+            conn.resumeAfterStateWork()
+        }
+    }
+
+    /// Answers a registration request (its body has been read whole, so the connection stays open).
+    private func registrationAnswer(_ response: LocalResponse, reason: VerificationStatus? = nil) {
+        exchange.heldBody = nil
+        if let reason {
+            exchange.verdict = "failed"
+            exchange.reason = reason
+        }
+        respondLocal(response, close: !(exchange.head?.keepAlive ?? false))
+    }
+}

@@ -1,0 +1,48 @@
+import Attestation
+import Synchronization
+import StateStore
+
+/// The App Attest registration endpoints of every `app_attest` verifier: `POST {registration_path}/challenge` and
+/// `POST {registration_path}/attest` (PROTOCOL.md). Matched on the path alone, before the routes.
+struct RegistrationEndpoints: Sendable {
+    enum Action: Sendable { case challenge, attest }
+
+    private let entries: [(path: [UInt8], action: Action, verifier: AppAttestVerifier)]
+
+    /// Request bodies of the registration endpoints are small JSON (an attestation is ~5 KiB in base64).
+    static let maxBodyBytes = 64 * 1024
+
+    init(_ verifiers: [AppAttestVerifier]) {
+        entries = verifiers.flatMap { v in
+            [(Array((v.registrationPath + "/challenge").utf8), Action.challenge, v),
+             (Array((v.registrationPath + "/attest").utf8), Action.attest, v)]
+        }
+    }
+
+    var isEmpty: Bool { entries.isEmpty }
+
+    /// The endpoint at `path` (without the query), if any.
+    func match(path: UnsafeRawBufferPointer) -> (action: Action, verifier: AppAttestVerifier)? {
+        for e in entries where Bytes.equal(path, e.path) { return (e.action, e.verifier) }
+        return nil
+    }
+}
+
+/// App Attest keys already loaded from the state store, shared by every loop. A key's public key, app id and
+/// environment never change after registration, so a cached copy is always right; its counter is not cached
+/// (every assertion advances it in the store). Bounded: when full, it starts over.
+final class AppAttestKeyCache: Sendable {
+    private let keys = Mutex<[String: AttestedKeyRecord]>([:])
+    let capacity: Int
+
+    init(capacity: Int = 100_000) { self.capacity = capacity }
+
+    func get(_ keyID: String) -> AttestedKeyRecord? { keys.withLock { $0[keyID] } }
+
+    func put(_ record: AttestedKeyRecord) {
+        keys.withLock { keys in
+            if keys.count >= capacity { keys.removeAll(keepingCapacity: true) }
+            keys[record.keyID] = record
+        }
+    }
+}
