@@ -45,6 +45,9 @@ let package = Package(
         .target(name: "StateStoreRedis", dependencies: ["StateStore", "CHiredis", "GatewayCore"]),
         .target(name: "Attestation", dependencies: ["JOSE", "GatewayCrypto", "KeySetCache", "GatewayCore", "CBOR"]),
 
+        // Test support: a simulated App Attest device and CA (tests, `dev appattest`, `make demo`). Never a verifier's input.
+        .target(name: "GatewayTestSupport", dependencies: ["COpenSSL", "CCBOR", "GatewayCrypto", "GatewayCore", "CBOR", "Attestation"]),
+
         // Layer 3: the event loops.
         .target(name: "GatewayPosix", dependencies: ["GatewayCore", "CGatewayShims"], swiftSettings: hotPath),
 
@@ -57,6 +60,7 @@ let package = Package(
         // Layer 5: the executable.
         .executableTarget(name: "AttestGateway", dependencies: [
             "GatewayCore", "GatewayConfig", "GatewayPosix", "GatewayProxy", "Observability", "HTTP1", "CGatewayShims",
+            "GatewayTestSupport",
         ]),
 
         // Tests mirror modules.
@@ -70,6 +74,7 @@ let package = Package(
         .testTarget(name: "JOSETests", dependencies: ["JOSE", "GatewayCrypto", "GatewayCore"]),
         .testTarget(name: "AttestationTests", dependencies: ["Attestation", "JOSE", "GatewayCrypto", "KeySetCache", "CBOR"],
                     resources: [.copy("AppAttestVectors")]),
+        .testTarget(name: "GatewayTestSupportTests", dependencies: ["GatewayTestSupport", "Attestation", "CBOR", "GatewayCrypto"]),
         .testTarget(name: "StateStoreTests", dependencies: ["StateStore", "StateStoreSQLite", "StateStoreRedis", "GatewayCore"]),
         .testTarget(name: "KeySetCacheTests", dependencies: ["KeySetCache", "GatewayCore"]),
         .testTarget(name: "OutboundHTTPTests", dependencies: ["OutboundHTTP", "GatewayCore"]),

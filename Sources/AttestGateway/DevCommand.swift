@@ -12,6 +12,7 @@ enum DevCommand {
       attest-gateway dev echo --listen HOST:PORT
       attest-gateway dev issuer --listen HOST:PORT [--project-number N] [--project-id ID] [--app-id ID]
       attest-gateway dev token --issuer URL [--app-id ID] [--ttl SECONDS] [--limited-use] [--expired]
+      attest-gateway dev appattest ca|attest|assert …   (attest-gateway dev appattest --help)
 
     DEVELOPMENT ONLY — never expose these.
     echo    A small HTTP/1.1 upstream: every request gets 200 and JSON describing it (method, target, headers,
@@ -21,6 +22,7 @@ enum DevCommand {
             POST /rotate adds a new signing key (?retire=1 drops the old ones). Point a verifier's jwks_url at
             http://HOST:PORT/jwks (plain http is accepted for loopback hosts only).
     token   Asks an issuer for one token and prints it.
+    appattest  A simulated App Attest CA and device: prints registration bodies and assertion headers.
     """
 
     static func run(_ args: [String]) -> Int32 {
@@ -29,15 +31,18 @@ enum DevCommand {
         case "echo": return echo(rest)
         case "issuer": return issuer(rest)
         case "token": return token(rest)
+        case "appattest": return DevAppAttestCommand.run(rest)
         case "--help", "-h": print(usage); return ExitCode.ok
         default: printErr(usage); return ExitCode.usage
         }
     }
 
-    private static func parse(_ args: [String], valued: Set<String>, booleans: Set<String> = []) -> Options? {
+    /// Parses the options of a dev subcommand, or reports the problem with `usage` and returns nil (exit 2).
+    static func parse(_ args: [String], valued: Set<String>, booleans: Set<String> = [], context: String = "dev",
+                      usage: String = DevCommand.usage) -> Options? {
         switch Options.parse(args, valued: valued, booleans: booleans) {
         case .success(let o): return o
-        case .failure(let e): printErr("dev: \(e.message)\n\n\(usage)"); return nil
+        case .failure(let e): printErr("\(context): \(e.message)\n\n\(usage)"); return nil
         }
     }
 

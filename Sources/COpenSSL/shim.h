@@ -30,6 +30,8 @@ static inline const char *shim_OSSL_PKEY_PARAM_RSA_E(void) { return OSSL_PKEY_PA
 // X.509 chain building (App Attest). The sk_X509_* names are type-safe macro/inline wrappers over OPENSSL_sk_*.
 #include <openssl/x509_vfy.h>
 #include <openssl/ec.h>
+// Certificate issuing (GatewayTestSupport's simulated App Attest CA): X509V3_EXT_nconf_nid, X509V3_CTX.
+#include <openssl/x509v3.h>
 
 /// sk_X509_new_null: an empty certificate stack (the untrusted intermediates).
 static inline STACK_OF(X509) *shim_sk_X509_new_null(void) { return sk_X509_new_null(); }

@@ -8,12 +8,12 @@ public struct CryptoError: Error, Sendable, CustomStringConvertible {
     public let description: String
 
     /// A policy refusal (no OpenSSL call failed).
-    init(policy: String) {
+    package init(policy: String) {
         description = policy
     }
 
     /// An OpenSSL failure during `operation`; appends the first queued OpenSSL reason and clears the queue.
-    init(openSSL operation: String) {
+    package init(openSSL operation: String) {
         let code = ERR_get_error()
         var text = operation
         if code != 0 {

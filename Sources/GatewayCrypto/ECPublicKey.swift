@@ -5,7 +5,7 @@ internal import COpenSSL
 /// Immutable and safe to share between threads: the `EVP_PKEY` is only read after construction and every
 /// verification uses its own context.
 public final class ECPublicKey: @unchecked Sendable {
-    let pkey: OpaquePointer
+    package let pkey: OpaquePointer
     /// The 65-byte uncompressed point `04 ‖ X ‖ Y` the key was built from.
     public let uncompressedPoint: [UInt8]
 

@@ -1,10 +1,11 @@
 internal import COpenSSL
 
-/// The few `EVP_PKEY` operations both RSA key classes need: PEM in and out, and reading big-number parameters.
-enum EVPKeyIO {
+/// The few `EVP_PKEY` operations the key classes need: PEM in and out, and reading big-number parameters. Package-wide
+/// so GatewayTestSupport's simulated App Attest keys and certificates share them.
+package enum EVPKeyIO {
     /// Runs `read` over a read-only memory BIO on `pem`'s bytes; the BIO does not copy, so it lives inside the
     /// closure that keeps the string's storage alive.
-    static func readPEM(_ pem: String, _ read: (OpaquePointer) -> OpaquePointer?) -> OpenSSLOwnedKey? {
+    package static func readPEM(_ pem: String, _ read: (OpaquePointer) -> OpaquePointer?) -> OpenSSLOwnedKey? {
         var pem = pem
         let raw = pem.withUTF8 { (utf8) -> OpaquePointer? in
             guard utf8.count > 0, utf8.count < Int(Int32.max) else { return nil }
@@ -21,12 +22,12 @@ enum EVPKeyIO {
 
     /// A private key from PKCS#8 or traditional PEM. Encrypted PEM is refused by a callback that supplies no
     /// password: with a nil callback OpenSSL would prompt on the controlling terminal, which a server must never do.
-    static func readPrivatePEM(_ pem: String) -> OpenSSLOwnedKey? {
+    package static func readPrivatePEM(_ pem: String) -> OpenSSLOwnedKey? {
         readPEM(pem) { PEM_read_bio_PrivateKey($0, nil, { _, _, _, _ in 0 }, nil) }
     }
 
     /// Unencrypted PKCS#8 PEM ("BEGIN PRIVATE KEY") of `pkey`.
-    static func writePrivatePEM(_ pkey: OpaquePointer) -> String? {
+    package static func writePrivatePEM(_ pkey: OpaquePointer) -> String? {
         writePEM { PEM_write_bio_PrivateKey($0, pkey, nil, nil, 0, nil, nil) }
     }
 
@@ -36,7 +37,7 @@ enum EVPKeyIO {
     }
 
     /// Runs `write` into a memory BIO and returns what it wrote.
-    private static func writePEM(_ write: (OpaquePointer) -> Int32) -> String? {
+    package static func writePEM(_ write: (OpaquePointer) -> Int32) -> String? {
         guard let bio = OpenSSLOwned.bio(BIO_new(BIO_s_mem())) else { return nil }
         guard write(bio.raw) == 1 else { return nil }
         var data: UnsafeMutablePointer<CChar>? = nil

@@ -4,12 +4,12 @@ internal import COpenSSL
 ///
 /// Noncopyable so that ownership cannot be duplicated (no double free) and so that it costs no heap allocation:
 /// it is used on the verification hot path for the per-call `EVP_MD_CTX`.
-struct OpenSSLOwned: ~Copyable {
-    let raw: OpaquePointer
+package struct OpenSSLOwned: ~Copyable {
+    package let raw: OpaquePointer
     private let free: (OpaquePointer) -> Void
 
     /// nil when `raw` is nil (OpenSSL's allocation failed); `free` must be a non-capturing closure.
-    init?(_ raw: OpaquePointer?, free: @escaping (OpaquePointer) -> Void) {
+    package init?(_ raw: OpaquePointer?, free: @escaping (OpaquePointer) -> Void) {
         guard let raw else { return nil }
         self.raw = raw
         self.free = free
@@ -19,11 +19,11 @@ struct OpenSSLOwned: ~Copyable {
 }
 
 extension OpenSSLOwned {
-    static func mdContext() -> OpenSSLOwned? { OpenSSLOwned(EVP_MD_CTX_new()) { EVP_MD_CTX_free($0) } }
-    static func bignum(_ raw: OpaquePointer?) -> OpenSSLOwned? { OpenSSLOwned(raw) { BN_free($0) } }
-    static func pkeyContext(_ raw: OpaquePointer?) -> OpenSSLOwned? { OpenSSLOwned(raw) { EVP_PKEY_CTX_free($0) } }
-    static func paramBuilder() -> OpenSSLOwned? { OpenSSLOwned(OSSL_PARAM_BLD_new()) { OSSL_PARAM_BLD_free($0) } }
-    static func bio(_ raw: OpaquePointer?) -> OpenSSLOwned? { OpenSSLOwned(raw) { _ = BIO_free($0) } }
+    package static func mdContext() -> OpenSSLOwned? { OpenSSLOwned(EVP_MD_CTX_new()) { EVP_MD_CTX_free($0) } }
+    package static func bignum(_ raw: OpaquePointer?) -> OpenSSLOwned? { OpenSSLOwned(raw) { BN_free($0) } }
+    package static func pkeyContext(_ raw: OpaquePointer?) -> OpenSSLOwned? { OpenSSLOwned(raw) { EVP_PKEY_CTX_free($0) } }
+    package static func paramBuilder() -> OpenSSLOwned? { OpenSSLOwned(OSSL_PARAM_BLD_new()) { OSSL_PARAM_BLD_free($0) } }
+    package static func bio(_ raw: OpaquePointer?) -> OpenSSLOwned? { OpenSSLOwned(raw) { _ = BIO_free($0) } }
 }
 
 /// Owns an `OSSL_PARAM` array (a concrete C struct, so not an `OpaquePointer`) for the length of a scope.
@@ -39,19 +39,19 @@ struct OpenSSLOwnedParams: ~Copyable {
 }
 
 /// Owns an `EVP_PKEY` until it is handed to the key object that keeps it (`take()`), or frees it on an early exit.
-struct OpenSSLOwnedKey: ~Copyable {
+package struct OpenSSLOwnedKey: ~Copyable {
     private let raw: OpaquePointer
 
-    init?(_ raw: OpaquePointer?) {
+    package init?(_ raw: OpaquePointer?) {
         guard let raw else { return nil }
         self.raw = raw
     }
 
     /// Read access without giving up ownership.
-    var pointer: OpaquePointer { raw }
+    package var pointer: OpaquePointer { raw }
 
     /// Transfers ownership to the caller, whose `deinit` must free it.
-    consuming func take() -> OpaquePointer {
+    package consuming func take() -> OpaquePointer {
         let raw = self.raw
         discard self
         return raw

@@ -4,7 +4,7 @@ internal import COpenSSL
 ///
 /// Immutable and safe to share between threads: the `X509` is only read after construction.
 public final class X509Certificate: @unchecked Sendable {
-    let x509: OpaquePointer
+    package let x509: OpaquePointer
     /// The DER bytes the certificate was parsed from.
     public let der: [UInt8]
     /// notBefore as unix seconds.
