@@ -20,10 +20,15 @@ enum CLI {
       attest-gateway serve [--config FILE] [--workers N] [--no-access-log]
       attest-gateway check-config [--config FILE]
       attest-gateway version
+      attest-gateway appattest verify-attestation --attestation FILE --key-id BASE64 --team-id T --bundle-id B
+          (--challenge TEXT | --client-data-hash HEX) [--environment production|development|any] [--at RFC3339]
+          [--root-ca PEM]
+      attest-gateway appattest verify-assertion --assertion FILE --client-data FILE --team-id T --bundle-id B
+          (--public-key PEM | --attestation FILE) [--previous-counter N]
       attest-gateway dev echo --listen HOST:PORT      (development only)
       attest-gateway <command> --help
 
-    Exit codes: 0 success, 1 failure (configuration, start-up or runtime error), 2 usage error.
+    Exit codes: 0 success, 1 failure (configuration, start-up or runtime error; appattest: rejected), 2 usage error.
     """
 
     static func run(_ args: [String]) -> Int32 {
@@ -40,6 +45,7 @@ enum CLI {
             print("attest-gateway \(GatewayCore.version)")
             return ExitCode.ok
         case "dev": return DevCommand.run(rest)
+        case "appattest": return AppAttestCommand.run(rest)
         case "--help", "-h", "help":
             print(usage)
             return ExitCode.ok

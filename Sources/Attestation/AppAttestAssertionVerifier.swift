@@ -18,11 +18,28 @@ public struct AppAttestAssertionVerifier: Sendable {
     public func verify(
         assertion: [UInt8], clientData: [UInt8], publicKey: [UInt8], appID: String, previousCounter: UInt32
     ) -> Result<VerifiedAppAttestAssertion, AppAttestFailure> {
-        let object: AppAttestAssertionObject
+        verifyAndDecode(assertion: assertion, clientData: clientData, publicKey: publicKey, appID: appID,
+                        previousCounter: previousCounter).result
+    }
+
+    /// `verify`, plus the assertion's authenticator data as parsed before any check (its counter, rpIdHash and
+    /// extensions are claims until `result` is a success), so a rejection can be explained. `authenticatorData`
+    /// is nil only when the envelope does not parse.
+    public func verifyAndDecode(
+        assertion: [UInt8], clientData: [UInt8], publicKey: [UInt8], appID: String, previousCounter: UInt32
+    ) -> (authenticatorData: AuthenticatorData?, result: Result<VerifiedAppAttestAssertion, AppAttestFailure>) {
         switch AppAttestAssertionObject.parse(assertion) {
-        case .success(let parsed): object = parsed
-        case .failure(let error): return .failure(.malformed(error.description))
+        case .failure(let error):
+            return (nil, .failure(.malformed(error.description)))
+        case .success(let object):
+            return (object.authenticatorData, check(
+                object, clientData: clientData, publicKey: publicKey, appID: appID, previousCounter: previousCounter))
         }
+    }
+
+    private func check(
+        _ object: AppAttestAssertionObject, clientData: [UInt8], publicKey: [UInt8], appID: String, previousCounter: UInt32
+    ) -> Result<VerifiedAppAttestAssertion, AppAttestFailure> {
         guard let key = ECPublicKey(uncompressedP256: publicKey) else { return .failure(.badPublicKey) }
         let authData = object.authenticatorData
 

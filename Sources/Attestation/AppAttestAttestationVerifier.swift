@@ -23,22 +23,39 @@ public struct AppAttestAttestationVerifier: Sendable {
         attestation: [UInt8], keyID: String, clientDataHash: [UInt8], appID: String,
         environment: AppAttestEnvironmentPolicy, root: X509Certificate, at unixTime: Int64
     ) -> Result<VerifiedAppAttestKey, AppAttestFailure> {
+        verifyAndDecode(attestation: attestation, keyID: keyID, clientDataHash: clientDataHash, appID: appID,
+                        environment: environment, root: root, at: unixTime).result
+    }
+
+    /// `verify`, plus what the attestation claims about itself — decoded before any check, so a rejection can be
+    /// explained (the operator CLI prints both). `claims` is nil only when the envelope does not parse.
+    public func verifyAndDecode(
+        attestation: [UInt8], keyID: String, clientDataHash: [UInt8], appID: String,
+        environment: AppAttestEnvironmentPolicy, root: X509Certificate, at unixTime: Int64
+    ) -> (claims: AppAttestAttestationClaims?, result: Result<VerifiedAppAttestKey, AppAttestFailure>) {
         // 1. Envelope.
-        let object: AppAttestAttestationObject
-        switch AppAttestAttestationObject.parse(attestation) {
-        case .success(let parsed): object = parsed
-        case .failure(let error): return .failure(.malformed(error.description))
+        switch AppAttestAttestationClaims.parse(attestation) {
+        case .failure(let failure):
+            return (nil, .failure(failure))
+        case .success(let parsed):
+            return (parsed.claims, check(
+                parsed.object, certificates: parsed.certificates, claims: parsed.claims, keyID: keyID,
+                clientDataHash: clientDataHash, appID: appID, environment: environment, root: root, at: unixTime))
         }
+    }
+
+    private func check(
+        _ object: AppAttestAttestationObject, certificates parsedCertificates: [X509Certificate?],
+        claims: AppAttestAttestationClaims, keyID: String, clientDataHash: [UInt8], appID: String,
+        environment: AppAttestEnvironmentPolicy, root: X509Certificate, at unixTime: Int64
+    ) -> Result<VerifiedAppAttestKey, AppAttestFailure> {
         guard let claimedKeyID = AppAttestKeyID.decode(keyID) else { return .failure(.malformedKeyID) }
         let authData = object.authenticatorData
         let credential = object.attestedCredentialData
 
         // 2. Chain: leaf → intermediates → the pinned root, all valid at `unixTime`.
-        var certificates: [X509Certificate] = []
-        for der in object.certificateChain {
-            guard let certificate = X509Certificate(der: der) else { return .failure(.badCertificate) }
-            certificates.append(certificate)
-        }
+        let certificates = parsedCertificates.compactMap { $0 }
+        guard certificates.count == parsedCertificates.count else { return .failure(.badCertificate) }
         let leaf = certificates[0]
         guard X509ChainVerifier.verify(leaf: leaf, intermediates: Array(certificates.dropFirst()), root: root, at: unixTime) else {
             return .failure(.untrustedChain)
@@ -55,7 +72,7 @@ public struct AppAttestAttestationVerifier: Sendable {
         guard hasher.finish() == certifiedNonce else { return .failure(.nonceMismatch) }
 
         // 4. The key ID the client claims is the hash of the certified key.
-        guard let leafKey = leaf.publicKeyUncompressedP256() else { return .failure(.badCertificate) }
+        guard let leafKey = claims.certifiedPublicKey else { return .failure(.badCertificate) }
         guard SHA256Hasher.hash(leafKey) == claimedKeyID else { return .failure(.keyIDMismatch) }
 
         // 5. The key belongs to this app.

@@ -40,10 +40,32 @@ public enum AppAttestFailure: Error, Sendable, Equatable, CustomStringConvertibl
         }
     }
 
+    /// A stable snake_case name for the case (e.g. `nonce_mismatch`): finer than `status`, for operators' tools
+    /// and logs. Never sent to clients, which see only `status`.
+    public var code: String {
+        switch self {
+        case .malformed: "malformed"
+        case .malformedKeyID: "malformed_key_id"
+        case .badCertificate: "bad_certificate"
+        case .untrustedChain: "untrusted_chain"
+        case .missingNonceExtension: "missing_nonce_extension"
+        case .nonceMismatch: "nonce_mismatch"
+        case .keyIDMismatch: "key_id_mismatch"
+        case .appIDMismatch: "app_id_mismatch"
+        case .counterNotZero: "counter_not_zero"
+        case .wrongEnvironment: "wrong_environment"
+        case .credentialIDMismatch: "credential_id_mismatch"
+        case .publicKeyMismatch: "public_key_mismatch"
+        case .badPublicKey: "bad_public_key"
+        case .badSignature: "bad_signature"
+        case .counterNotIncreasing: "counter_not_increasing"
+        }
+    }
+
     public var description: String {
         switch self {
         case .malformed(let why): "app attest: malformed (\(why))"
-        default: "app attest: \(String(describing: self))"
+        default: "app attest: \(code)"
         }
     }
 }

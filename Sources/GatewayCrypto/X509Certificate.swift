@@ -57,24 +57,8 @@ public final class X509Certificate: @unchecked Sendable {
 
     /// The subject public key as an uncompressed P-256 point (65 bytes, `04 ‖ X ‖ Y`); nil for any other key type.
     public func publicKeyUncompressedP256() -> [UInt8]? {
-        guard let pkey = X509_get0_pubkey(x509), EVP_PKEY_is_a(pkey, "EC") == 1 else { ERR_clear_error(); return nil }
-        var group = [CChar](repeating: 0, count: 64)
-        var groupLength = 0
-        guard group.withUnsafeMutableBufferPointer({
-            EVP_PKEY_get_utf8_string_param(pkey, shim_OSSL_PKEY_PARAM_GROUP_NAME(), $0.baseAddress, $0.count, &groupLength)
-        }) == 1, String(decoding: group.prefix(groupLength).map { UInt8(bitPattern: $0) }, as: UTF8.self) == "prime256v1" else {
-            ERR_clear_error()
-            return nil
-        }
-        // The encoded point follows the key's point-conversion format, which is uncompressed unless someone
-        // changed it; the length and leading 0x04 check below catch that case.
-        var point = [UInt8](repeating: 0, count: 65)
-        var length = 0
-        let ok = point.withUnsafeMutableBufferPointer {
-            EVP_PKEY_get_octet_string_param(pkey, shim_OSSL_PKEY_PARAM_PUB_KEY(), $0.baseAddress, $0.count, &length)
-        }
-        guard ok == 1, length == 65, point[0] == 0x04 else { ERR_clear_error(); return nil }
-        return point
+        guard let pkey = X509_get0_pubkey(x509) else { ERR_clear_error(); return nil }
+        return ECPublicKey.uncompressedP256Point(pkey)
     }
 
     /// The content of the extension `oid` (dotted text): the bytes inside its extnValue OCTET STRING, i.e. the

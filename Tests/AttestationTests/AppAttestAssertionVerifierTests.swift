@@ -41,10 +41,8 @@ import GatewayCrypto
         for a in v.assertions {
             let signature = try AppAttestAssertionObject.parse(a.assertion).get().signature
             // Flip the signature's last byte (inside `s`, so the DER stays well formed) in the CBOR bytes.
-            let start = try #require(range(of: signature, in: a.assertion))
-            var tampered = a.assertion
-            tampered[start + signature.count - 1] ^= 0x01
-            #expect(failure(verify(v, a, assertion: tampered)) == .badSignature)
+            let start = try #require(firstOffset(of: signature, in: a.assertion))
+            #expect(failure(verify(v, a, assertion: flipped(a.assertion, at: start + signature.count - 1))) == .badSignature)
         }
     }
 
@@ -90,16 +88,65 @@ import GatewayCrypto
         }
     }
 
+    /// One byte of the signed authenticator data — App ID hash, flags or counter — breaks the signature, which is
+    /// checked first, so a raised counter or another app's hash can never be smuggled in.
+    @Test(arguments: AppAttestVector.withAssertions)
+    func flippedAuthenticatorDataByteIsRejected(_ v: AppAttestVector) throws {
+        for a in v.assertions {
+            let authData = try AppAttestAssertionObject.parse(a.assertion).get().authenticatorData.bytes
+            let start = try #require(firstOffset(of: authData, in: a.assertion))
+            for offset in [0, 31, 32, 36] {  // rpIdHash first and last byte, flags, counter's low byte
+                #expect(failure(verify(v, a, assertion: flipped(a.assertion, at: start + offset))) == .badSignature)
+            }
+        }
+    }
+
+    @Test(arguments: AppAttestVector.withAssertions)
+    func wrongTeamOrBundleIsRejected(_ v: AppAttestVector) throws {
+        let dot = try #require(v.appID.firstIndex(of: "."))
+        let team = v.appID[..<dot], bundle = v.appID[v.appID.index(after: dot)...]
+        for a in v.assertions {
+            #expect(failure(verify(v, a, appID: "ZZZZZZZZZZ.\(bundle)")) == .appIDMismatch)
+            #expect(failure(verify(v, a, appID: "\(team).com.example.other")) == .appIDMismatch)
+        }
+    }
+
+    /// Another device's key (the assertion names no key; the server looks it up by key ID) fails the signature.
+    @Test(arguments: AppAttestVector.withAssertions)
+    func otherKeyIsRejected(_ v: AppAttestVector) {
+        let other = AppAttestVector.withAssertions.first { $0.assertions[0].publicKey != v.assertions[0].publicKey }!
+        for a in v.assertions {
+            let r = verifier.verify(assertion: a.assertion, clientData: a.clientData, publicKey: other.assertions[0].publicKey,
+                                    appID: v.appID, previousCounter: a.previousCounter)
+            #expect(failure(r) == .badSignature)
+        }
+    }
+
+    /// `verifyAndDecode` returns the same result as `verify` and the authenticator data even when it rejects.
+    @Test(arguments: AppAttestVector.withAssertions)
+    func verifyAndDecodeReportsTheAuthenticatorData(_ v: AppAttestVector) throws {
+        for a in v.assertions {
+            let passed = verifier.verifyAndDecode(assertion: a.assertion, clientData: a.clientData, publicKey: a.publicKey,
+                                                  appID: v.appID, previousCounter: a.previousCounter)
+            #expect(try passed.result.get().counter == a.expectedCounter)
+            #expect(passed.authenticatorData?.signCount == a.expectedCounter)
+            let replayed = verifier.verifyAndDecode(assertion: a.assertion, clientData: a.clientData, publicKey: a.publicKey,
+                                                    appID: v.appID, previousCounter: a.expectedCounter)
+            #expect(failure(replayed.result) == .counterNotIncreasing)
+            #expect(replayed.authenticatorData?.signCount == a.expectedCounter)
+            #expect(replayed.authenticatorData?.rpIdHash == SHA256Hasher.hash(Array(v.appID.utf8)))
+        }
+        let garbage = verifier.verifyAndDecode(assertion: [0xA0], clientData: [], publicKey: v.assertions[0].publicKey,
+                                               appID: v.appID, previousCounter: 0)
+        #expect(garbage.authenticatorData == nil)
+        guard case .failure(.malformed) = garbage.result else { Issue.record("expected malformed, got \(garbage.result)"); return }
+    }
+
     @Test func invalidPublicKeyIsRejected() {
         let v = AppAttestVector.withAssertions[0], a = v.assertions[0]
         var point = a.publicKey
         point[64] ^= 0x01 // off the curve
         let r = verifier.verify(assertion: a.assertion, clientData: a.clientData, publicKey: point, appID: v.appID, previousCounter: 0)
         #expect(failure(r) == .badPublicKey)
-    }
-
-    private func range(of needle: [UInt8], in haystack: [UInt8]) -> Int? {
-        guard needle.count <= haystack.count else { return nil }
-        return (0...(haystack.count - needle.count)).first { haystack[$0..<$0 + needle.count].elementsEqual(needle) }
     }
 }

@@ -64,3 +64,16 @@ struct AppAttestVector: Sendable, CustomStringConvertible {
         return Int64(formatter.date(from: String(s.prefix(19)) + "Z")!.timeIntervalSince1970)
     }
 }
+
+/// The offset of the first occurrence of `needle` in `haystack` (to flip one byte of a field in the CBOR bytes).
+func firstOffset(of needle: [UInt8], in haystack: [UInt8]) -> Int? {
+    guard needle.count <= haystack.count else { return nil }
+    return (0...(haystack.count - needle.count)).first { haystack[$0..<$0 + needle.count].elementsEqual(needle) }
+}
+
+/// `bytes` with the byte at `offset` XORed with 0x01.
+func flipped(_ bytes: [UInt8], at offset: Int) -> [UInt8] {
+    var copy = bytes
+    copy[offset] ^= 0x01
+    return copy
+}

@@ -89,6 +89,13 @@ import GatewayCrypto
         #expect(r.failureStatus == .appNotAllowed)
     }
 
+    /// The gateway logs every registration failure by its description (it once recursed into itself).
+    @Test func failureDescriptionsNameTheCode() {
+        #expect(AppAttestFailure.keyIDMismatch.description == "app attest: key_id_mismatch")
+        #expect(AppAttestFailure.malformed("short").description == "app attest: malformed (short)")
+        #expect(AppAttestFailure.counterNotIncreasing.description == "app attest: counter_not_increasing")
+    }
+
     @Test func standardBase64IsStrict() {
         #expect(StandardBase64.decode("AQID") == [1, 2, 3])
         #expect(StandardBase64.decode("AQ==") == [1])

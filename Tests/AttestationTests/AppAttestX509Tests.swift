@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import CBOR
 import GatewayCrypto
@@ -25,6 +26,33 @@ import GatewayCrypto
         let intermediate = try #require(X509Certificate(der: chain[1]))
         #expect(X509ChainVerifier.verify(leaf: leaf, intermediates: [intermediate], root: AppAttestVector.root, at: v.verifyAt!))
         #expect(!X509ChainVerifier.verify(leaf: leaf, intermediates: [], root: AppAttestVector.root, at: v.verifyAt!))
+    }
+
+    /// `ECPublicKey(pem:)` reads the SubjectPublicKeyInfo PEM `openssl ec -pubout` writes, P-256 only.
+    @Test(arguments: AppAttestVector.withAssertions)
+    func publicKeyPEMRoundTrips(_ v: AppAttestVector) throws {
+        let point = v.assertions[0].publicKey
+        let spki: [UInt8] = [
+            0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01,
+            0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
+        ] + point
+        let pem = "-----BEGIN PUBLIC KEY-----\n" + Data(spki).base64EncodedString(options: .lineLength64Characters)
+            + "\n-----END PUBLIC KEY-----\n"
+        #expect(ECPublicKey(pem: pem)?.uncompressedPoint == point)
+    }
+
+    @Test func otherPublicKeyPEMsAreRefused() throws {
+        let p384 = """
+            -----BEGIN PUBLIC KEY-----
+            MHYwEAYHKoZIzj0CAQYFK4EEACIDYgAE1CfntZndetAQin58XGEatZu4aLN/2Odo
+            MRhSZCsRiEiZuVlvM0zwN/aW/gQ+sgM2CUbJN0UViIJeY9RWj5aT1AAAI7BaD5hz
+            1vXyR65kgY+aAp2a3IebMdnmW8DXNSC+
+            -----END PUBLIC KEY-----
+            """
+        #expect(ECPublicKey(pem: p384) == nil)
+        #expect(ECPublicKey(pem: try RSAPrivateKey.generate().publicKey.pem()) == nil)
+        #expect(ECPublicKey(pem: "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n") == nil)
+        #expect(ECPublicKey(pem: "") == nil)
     }
 
     @Test func malformedDERIsRefused() throws {
