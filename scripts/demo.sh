@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make demo`: the whole story in a minute, on loopback ports 18080 (gateway), 13000 (dev echo upstream) and
-# 13100 (dev App Check issuer). Everything it starts stops when it ends.
+# 13100 (dev App Check issuer); App Attest with a simulated device (`dev appattest`) against a test CA made here.
+# Everything it starts stops when it ends.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${GATEWAY_BIN:-.build/release/attest-gateway}
@@ -8,6 +9,9 @@ tmp=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
 trap cleanup EXIT
+
+# A test CA for App Attest (in production `root_ca: builtin` is Apple's App Attestation Root CA).
+root_ca=$("$BIN" dev appattest ca --dir "$tmp/appattest-ca")
 
 cat > "$tmp/gateway.yml" <<YAML
 version: 1
@@ -21,7 +25,14 @@ verifiers:
     project_number: "123456789012"
     project_id: demo-project
     jwks_url: http://127.0.0.1:13100/jwks     # the dev issuer; in production leave jwks_url out (Google's)
+  ios:
+    type: app_attest
+    team_id: DEMOTEAM01
+    bundle_ids: [com.example.app]
+    root_ca: $root_ca                         # the demo's test CA; in production leave it out (Apple's root)
+    registration_path: /.attest/ios           # POST /.attest/ios/challenge, POST /.attest/ios/attest
 routes:
+  - {name: transfers, match: {path_prefix: /api/transfers}, upstream: api, verify: [ios]}
   - {name: orders, match: {path_prefix: /api/orders}, upstream: api, verify: [firebase], limited_use: true}
   - {name: payments, match: {path_prefix: /api/payments}, upstream: api, verify: [firebase]}
   - {name: catalog, match: {path_prefix: /api/catalog}, upstream: api, verify: [firebase], mode: monitor}
@@ -86,6 +97,32 @@ once=$("$BIN" dev token --issuer http://127.0.0.1:13100 --limited-use)
 call -X POST http://127.0.0.1:18080/api/orders -H "X-Firebase-AppCheck: $once" -d '{}'
 call -X POST http://127.0.0.1:18080/api/orders -H "X-Firebase-AppCheck: $once" -d '{}'
 call -X POST http://127.0.0.1:18080/api/orders -H "X-Firebase-AppCheck: $token" -d '{}'
+
+step "6c. App Attest: a (simulated) device registers its key — challenge, then attestation (verified to the root)"
+challenge=$(curl -s -X POST http://127.0.0.1:18080/.attest/ios/challenge)
+echo "  POST /.attest/ios/challenge -> $challenge"
+challenge=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["challenge"])' "$challenge")
+"$BIN" dev appattest attest --dir "$tmp/device" --ca "$tmp/appattest-ca" --team-id DEMOTEAM01 \
+  --bundle-id com.example.app --challenge "$challenge" > "$tmp/attest.json"
+echo "  POST /.attest/ios/attest (keyId, challenge, token) ->"
+curl -s -w '  (%{http_code})\n' -X POST http://127.0.0.1:18080/.attest/ios/attest --data-binary @"$tmp/attest.json"
+echo "  the same challenge again ->"
+curl -s -w '  (%{http_code})\n' -X POST http://127.0.0.1:18080/.attest/ios/attest --data-binary @"$tmp/attest.json"
+
+step "6d. App Attest: each request signed by the device key over method, path, timestamp and body hash"
+printf '{"to":"alice","amount":10}' > "$tmp/body.json"
+aa_headers() {  # curl -H arguments from one `dev appattest assert` JSON line
+  python3 -c 'import json,sys; [print("-H\n%s: %s" % kv) for kv in json.loads(sys.argv[1]).items()]' "$1"
+}
+line=$("$BIN" dev appattest assert --dir "$tmp/device" --method POST --target /api/transfers --body-file "$tmp/body.json")
+mapfile -t h < <(aa_headers "$line")
+call -X POST http://127.0.0.1:18080/api/transfers "${h[@]}" --data-binary @"$tmp/body.json"
+echo "  the same assertion replayed (counter not increasing):"
+call -X POST http://127.0.0.1:18080/api/transfers "${h[@]}" --data-binary @"$tmp/body.json"
+echo "  a fresh assertion, but the body changed on the way (amount 10 -> 1000):"
+line=$("$BIN" dev appattest assert --dir "$tmp/device" --method POST --target /api/transfers --body-file "$tmp/body.json")
+mapfile -t h < <(aa_headers "$line")
+call -X POST http://127.0.0.1:18080/api/transfers "${h[@]}" -d '{"to":"alice","amount":1000}'
 
 step "7. monitor mode (route 'catalog'): never rejects, tells the upstream the verdict"
 call http://127.0.0.1:18080/api/catalog/items -H "X-Firebase-AppCheck: $expired"
