@@ -102,7 +102,9 @@ extension DownstreamConnection {
         state.call(loop: worker.loop, owner: self, { store in
             Result { () throws(StateStoreError) -> VerificationStatus? in
                 if let challenge, try !store.redeem(namespace: namespace, key: challenge, now: now) { return .challengeUnknown }
-                return try store.advanceCounter(keyID: key.keyID, to: verified.counter) ? nil : .counterNotIncreasing
+                if try store.advanceCounter(keyID: key.keyID, to: verified.counter) { return nil }
+                // The compare-and-set also fails for a key no longer in the store (cached here before it was removed).
+                return try store.key(id: key.keyID) == nil ? .unknownKeyID : .counterNotIncreasing
             }
         }) { conn, result in
             guard !conn.closed, conn.exchange.awaitingState else { return }
