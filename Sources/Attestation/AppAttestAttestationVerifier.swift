@@ -92,6 +92,7 @@ public struct AppAttestAttestationVerifier: Sendable {
 
         return .success(VerifiedAppAttestKey(
             publicKey: leafKey, keyID: claimedKeyID, environment: keyEnvironment, receipt: object.receipt,
-            validationCategory: authData.appleValidationCategory, bundleVersion: authData.appleBundleVersion))
+            validationCategory: authData.appleValidationCategory, bundleVersion: authData.appleBundleVersion,
+            keyAccessControl: leaf.extensionValue(oid: AppAttestAttestationClaims.keyAccessControlOID)))
     }
 }

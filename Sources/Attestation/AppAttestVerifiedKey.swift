@@ -13,17 +13,21 @@ public struct VerifiedAppAttestKey: Sendable, Equatable {
     public let validationCategory: [UInt8]?
     /// authData extension `apple_bundle_version_01`, when present.
     public let bundleVersion: String?
+    /// The DER of the leaf's key access-control extension (`AppAttestAttestationClaims.keyAccessControlOID`,
+    /// macOS 27 keys), when the verified leaf carries it once; opaque, its inner format is not documented.
+    public let keyAccessControl: [UInt8]?
     /// The attestation's counter (always 0): the value assertions must exceed.
     public let counter: UInt32
 
     init(publicKey: [UInt8], keyID: [UInt8], environment: AppAttestEnvironment, receipt: [UInt8],
-         validationCategory: [UInt8]?, bundleVersion: String?) {
+         validationCategory: [UInt8]?, bundleVersion: String?, keyAccessControl: [UInt8]? = nil) {
         self.publicKey = publicKey
         self.keyID = keyID
         self.environment = environment
         self.receipt = receipt
         self.validationCategory = validationCategory
         self.bundleVersion = bundleVersion
+        self.keyAccessControl = keyAccessControl
         self.counter = 0
     }
 }

@@ -115,7 +115,10 @@ extension DownstreamConnection {
         }
         guard let state = worker.runtime.state else { return }
         let record = AttestedKeyRecord(keyID: registration.keyID, appID: registration.appID, publicKey: registration.key.publicKey,
-                                       counter: 0, environment: registration.key.environment.rawValue, createdAt: now)
+                                       counter: 0, environment: registration.key.environment.rawValue, createdAt: now,
+                                       validationCategory: registration.key.validationCategory,
+                                       bundleVersion: registration.key.bundleVersion,
+                                       keyAccessControl: registration.key.keyAccessControl)
         let receipt = ReceiptRecord(receipt: registration.key.receipt, riskMetric: nil, createdAt: now, notBefore: nil, lastUsedAt: now)
         let namespace = verifier.challengeNamespace
         exchange.awaitingState = true

@@ -24,14 +24,27 @@ public struct AttestedKeyRecord: Sendable, Equatable {
     public var environment: String
     /// Unix seconds.
     public var createdAt: Int64
+    /// Authenticator-data extension `apple_validation_category_01` seen at attestation (iOS 27+), as sent; nil
+    /// when the attestation carried none (older devices). An empty value is kept apart from nil.
+    public var validationCategory: [UInt8]?
+    /// Authenticator-data extension `apple_bundle_version_01` seen at attestation (iOS 27+); nil when absent.
+    public var bundleVersion: String?
+    /// The DER of the leaf certificate's key access-control extension (OID 1.2.840.113635.100.8.6, macOS 27 keys),
+    /// opaque; nil when the leaf did not carry it.
+    public var keyAccessControl: [UInt8]?
 
-    public init(keyID: String, appID: String, publicKey: [UInt8], counter: UInt32, environment: String, createdAt: Int64) {
+    /// The attestation extensions come last and default to nil, so records built before they existed still compile.
+    public init(keyID: String, appID: String, publicKey: [UInt8], counter: UInt32, environment: String, createdAt: Int64,
+                validationCategory: [UInt8]? = nil, bundleVersion: String? = nil, keyAccessControl: [UInt8]? = nil) {
         self.keyID = keyID
         self.appID = appID
         self.publicKey = publicKey
         self.counter = counter
         self.environment = environment
         self.createdAt = createdAt
+        self.validationCategory = validationCategory
+        self.bundleVersion = bundleVersion
+        self.keyAccessControl = keyAccessControl
     }
 }
 

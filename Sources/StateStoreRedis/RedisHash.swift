@@ -31,6 +31,16 @@ struct RedisHash {
         String(decoding: try bytes(name), as: UTF8.self)
     }
 
+    /// Nil when the field is absent (an empty value is `[]`).
+    func optionalBytes(_ name: String) -> [UInt8]? {
+        fields[name]
+    }
+
+    /// Nil when the field is absent (an empty value is `""`).
+    func optionalString(_ name: String) -> String? {
+        fields[name].map { String(decoding: $0, as: UTF8.self) }
+    }
+
     func int64(_ name: String) throws(StateStoreError) -> Int64 {
         guard let value = try optionalInt64(name) else { throw corrupt(name) }
         return value
@@ -49,15 +59,20 @@ struct RedisHash {
 }
 
 extension AttestedKeyRecord {
-    /// The `HSET` field/value arguments of a key hash (counter and created_at in decimal, public key raw).
+    /// The `HSET` field/value pairs of a key hash (counter and created_at in decimal, byte fields raw); absent
+    /// optionals are left out, so a key without attestation extensions has the same hash as before they existed.
     func appendHashArguments(to c: inout RedisCommand) {
-        c.append(appID)
-        c.append(publicKey)
-        c.append(Int64(counter))
-        c.append(environment)
-        c.append(createdAt)
+        c.append("app_id"); c.append(appID)
+        c.append("public_key"); c.append(publicKey)
+        c.append("counter"); c.append(Int64(counter))
+        c.append("environment"); c.append(environment)
+        c.append("created_at"); c.append(createdAt)
+        if let validationCategory { c.append("validation_category"); c.append(validationCategory) }
+        if let bundleVersion { c.append("bundle_version"); c.append(bundleVersion) }
+        if let keyAccessControl { c.append("key_access_control"); c.append(keyAccessControl) }
     }
 
+    /// Absent optional fields read as nil: hashes written before the fields existed still load.
     init(keyID: String, hash: RedisHash) throws(StateStoreError) {
         let counter = try hash.int64("counter")
         guard let counter32 = UInt32(exactly: counter) else {
@@ -65,7 +80,10 @@ extension AttestedKeyRecord {
         }
         self.init(keyID: keyID, appID: try hash.string("app_id"), publicKey: try hash.bytes("public_key"),
                   counter: counter32, environment: try hash.string("environment"),
-                  createdAt: try hash.int64("created_at"))
+                  createdAt: try hash.int64("created_at"),
+                  validationCategory: hash.optionalBytes("validation_category"),
+                  bundleVersion: hash.optionalString("bundle_version"),
+                  keyAccessControl: hash.optionalBytes("key_access_control"))
     }
 }
 

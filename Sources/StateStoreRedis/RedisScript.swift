@@ -22,13 +22,12 @@ struct RedisScript: Sendable {
         return 1
         """)
 
-    /// KEYS[1] = key hash, KEYS[2] = the app's key list; ARGV = app_id, public_key, counter, environment,
-    /// created_at, key id. Creates the hash and appends to the list only if the key id is new.
+    /// KEYS[1] = key hash, KEYS[2] = the app's key list; ARGV[1] = key id, then the hash's field, value, … (absent
+    /// optional fields left out). Creates the hash and appends to the list only if the key id is new.
     static let registerKey = RedisScript(id: 1, name: "registerKey", source: """
         if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-        redis.call('HSET', KEYS[1], 'app_id', ARGV[1], 'public_key', ARGV[2], 'counter', ARGV[3],
-                   'environment', ARGV[4], 'created_at', ARGV[5])
-        redis.call('RPUSH', KEYS[2], ARGV[6])
+        redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+        redis.call('RPUSH', KEYS[2], ARGV[1])
         return 1
         """)
 

@@ -9,8 +9,8 @@ extension RedisStateStore {
             c.append("2")
             c.append(keyHash)
             c.append(appList)
-            record.appendHashArguments(to: &c)
             c.append(record.keyID)
+            record.appendHashArguments(to: &c)
         }
         return try Self.flag(reply, "registerKey")
     }

@@ -7,7 +7,8 @@ import StateStore
 /// - `<prefix>jti:<namespace>:<key>` — a consumed one-time value; holds its `expiresAt`, expires with it.
 /// - `<prefix>issued:<namespace>:<key>` — an issued one-time value (App Attest challenge), the same way; deleted
 ///   when redeemed.
-/// - `<prefix>key:<key id>` — hash `app_id`, `public_key`, `counter`, `environment`, `created_at`.
+/// - `<prefix>key:<key id>` — hash `app_id`, `public_key`, `counter`, `environment`, `created_at`,
+///   `validation_category`?, `bundle_version`?, `key_access_control`? (the attestation's extensions, when present).
 /// - `<prefix>app:<app id>` — list of key ids in registration order.
 /// - `<prefix>receipt:<key id>` — hash `receipt`, `risk_metric`?, `created_at`, `not_before`?, `last_used_at`.
 ///

@@ -42,6 +42,12 @@ enum SQLiteSchema {
         ) WITHOUT ROWID;
         CREATE INDEX issued_expires_at ON issued(expires_at);
         """,
+        // 3: the attestation's extensions on each key (iOS/macOS 27), nullable: keys registered before stay NULL.
+        """
+        ALTER TABLE keys ADD COLUMN validation_category BLOB;
+        ALTER TABLE keys ADD COLUMN bundle_version TEXT;
+        ALTER TABLE keys ADD COLUMN key_access_control BLOB;
+        """,
     ]
 
     /// The newest version this build knows.

@@ -7,8 +7,9 @@ extension SQLiteStateStore {
             // `seq` keeps registration order; MAX(rowid) is a b-tree edge lookup, not a scan. OR IGNORE leaves an
             // existing key (and its counter) exactly as it was.
             try connection.withStatement("""
-                INSERT OR IGNORE INTO keys(key_id, app_id, public_key, counter, environment, created_at, seq)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6, (SELECT COALESCE(MAX(rowid), 0) + 1 FROM keys))
+                INSERT OR IGNORE INTO keys(key_id, app_id, public_key, counter, environment, created_at, seq,
+                                           validation_category, bundle_version, key_access_control)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, (SELECT COALESCE(MAX(rowid), 0) + 1 FROM keys), ?7, ?8, ?9)
                 """) { statement throws(StateStoreError) in
                 try statement.bind(1, record.keyID)
                 try statement.bind(2, record.appID)
@@ -16,6 +17,9 @@ extension SQLiteStateStore {
                 try statement.bind(4, Int64(record.counter))
                 try statement.bind(5, record.environment)
                 try statement.bind(6, record.createdAt)
+                try statement.bind(7, record.validationCategory)
+                try statement.bind(8, record.bundleVersion)
+                try statement.bind(9, record.keyAccessControl)
                 _ = try statement.step()
                 return connection.changes == 1
             }
@@ -24,9 +28,7 @@ extension SQLiteStateStore {
 
     public func key(id: String) throws(StateStoreError) -> AttestedKeyRecord? {
         try withConnection { connection throws(StateStoreError) in
-            try connection.withStatement("""
-                SELECT key_id, app_id, public_key, counter, environment, created_at FROM keys WHERE key_id = ?1
-                """) { statement throws(StateStoreError) in
+            try connection.withStatement(Self.keyByIDSQL) { statement throws(StateStoreError) in
                 try statement.bind(1, id)
                 return try statement.step() ? try Self.keyRecord(statement) : nil
             }
@@ -35,10 +37,7 @@ extension SQLiteStateStore {
 
     public func keys(appID: String) throws(StateStoreError) -> [AttestedKeyRecord] {
         try withConnection { connection throws(StateStoreError) in
-            try connection.withStatement("""
-                SELECT key_id, app_id, public_key, counter, environment, created_at FROM keys
-                WHERE app_id = ?1 ORDER BY seq
-                """) { statement throws(StateStoreError) in
+            try connection.withStatement(Self.keysByAppSQL) { statement throws(StateStoreError) in
                 try statement.bind(1, appID)
                 var records: [AttestedKeyRecord] = []
                 while try statement.step() {
@@ -98,12 +97,22 @@ extension SQLiteStateStore {
         }
     }
 
+    /// The columns `keyRecord` reads, in its order.
+    private static let keyColumns = """
+        key_id, app_id, public_key, counter, environment, created_at, validation_category, bundle_version, \
+        key_access_control
+        """
+    private static let keyByIDSQL = "SELECT \(keyColumns) FROM keys WHERE key_id = ?1"
+    private static let keysByAppSQL = "SELECT \(keyColumns) FROM keys WHERE app_id = ?1 ORDER BY seq"
+
     private static func keyRecord(_ statement: SQLiteStatement) throws(StateStoreError) -> AttestedKeyRecord {
         guard let counter = UInt32(exactly: statement.int64(3)) else {
             throw StateStoreError(.unavailable, "sqlite: stored counter \(statement.int64(3)) is out of range")
         }
         return AttestedKeyRecord(
             keyID: statement.text(0), appID: statement.text(1), publicKey: statement.blob(2), counter: counter,
-            environment: statement.text(4), createdAt: statement.int64(5))
+            environment: statement.text(4), createdAt: statement.int64(5),
+            validationCategory: statement.optionalBlob(6), bundleVersion: statement.optionalText(7),
+            keyAccessControl: statement.optionalBlob(8))
     }
 }

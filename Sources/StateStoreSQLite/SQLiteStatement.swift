@@ -45,6 +45,18 @@ final class SQLiteStatement {
         try check(rc)
     }
 
+    /// Binds text, or NULL for nil (an empty string stays an empty string).
+    func bind(_ index: Int32, _ value: String?) throws(StateStoreError) {
+        guard let value else { return try check(sqlite3_bind_null(handle, index)) }
+        try bind(index, value)
+    }
+
+    /// Binds a blob, or NULL for nil (an empty array stays an empty blob).
+    func bind(_ index: Int32, _ value: [UInt8]?) throws(StateStoreError) {
+        guard let value else { return try check(sqlite3_bind_null(handle, index)) }
+        try bind(index, value)
+    }
+
     /// Runs one step: true when a row is ready, false when the statement is done.
     func step() throws(StateStoreError) -> Bool {
         let rc = sqlite3_step(handle)
@@ -83,6 +95,16 @@ final class SQLiteStatement {
         guard let bytes = sqlite3_column_blob(handle, column) else { return [] }
         let count = Int(sqlite3_column_bytes(handle, column))
         return Array(UnsafeRawBufferPointer(start: bytes, count: count))
+    }
+
+    /// Nil for NULL; an empty blob is `[]`.
+    func optionalBlob(_ column: Int32) -> [UInt8]? {
+        isNull(column) ? nil : blob(column)
+    }
+
+    /// Nil for NULL; an empty text is `""`.
+    func optionalText(_ column: Int32) -> String? {
+        isNull(column) ? nil : text(column)
     }
 
     private func check(_ rc: Int32) throws(StateStoreError) {

@@ -152,6 +152,7 @@ import GatewayCrypto
         #expect(claims.rpIdHash == SHA256Hasher.hash(Array(v.appID.utf8)))
         #expect(claims.validationCategory == key.validationCategory)
         #expect(claims.bundleVersion == key.bundleVersion)
+        #expect(claims.keyAccessControl == key.keyAccessControl)
         #expect(claims.leafNotBefore == v.leafNotBefore)
         #expect(claims.leafNotAfter == v.leafNotAfter)
 
@@ -166,15 +167,19 @@ import GatewayCrypto
         guard case .failure(.malformed) = garbage.result else { Issue.record("expected malformed, got \(garbage.result)"); return }
     }
 
-    /// Extension 1.2.840.113635.100.8.6 (key access control) is on Apple's iOS 27 sample leaf only.
+    /// Extension 1.2.840.113635.100.8.6 (key access control) is on Apple's iOS 27 sample leaf only; the verified
+    /// key carries the same bytes.
     @Test(arguments: AppAttestVector.withAttestation)
     func keyAccessControlIsDecodedWhenPresent(_ v: AppAttestVector) throws {
         let claims = try AppAttestAttestationClaims.decode(attestation: v.attestation!).get()
+        let key = try verify(v).get()
         if v.name == "apple-doc-guide-2026" {
             let acl = try #require(claims.keyAccessControl)
             #expect(Array(acl.prefix(2)) == [0x30, UInt8(acl.count - 2)])
+            #expect(key.keyAccessControl == acl)
         } else {
             #expect(claims.keyAccessControl == nil)
+            #expect(key.keyAccessControl == nil)
         }
     }
 

@@ -96,6 +96,34 @@ private func errorKind(_ body: () throws -> Void) -> StateStoreError.Kind? {
         #expect(try store.sweepExpired(now: now + 1_000) == 0)
     }
 
+    /// The attestation extensions are optional hash fields: present when set, absent when nil; and a key hash
+    /// written before they existed (no such fields) loads with nil extensions, by id and by app.
+    @Test func keyAttestationExtensionsAreOptionalHashFields() throws {
+        let server = try RedisServer()
+        defer { server.stop() }
+        let store = try makeRedisStore(server, prefix: "x:")
+        // Exactly what the previous build's registerKey script wrote.
+        try server.command("HSET x:key:old app_id T.app public_key pk counter 3 environment production created_at 42")
+        try server.command("RPUSH x:app:T.app old")
+        let old = AttestedKeyRecord(keyID: "old", appID: "T.app", publicKey: Array("pk".utf8), counter: 3,
+                                    environment: "production", createdAt: 42)
+        let loaded = try #require(try store.key(id: "old"))
+        #expect(loaded == old)
+        #expect(loaded.validationCategory == nil && loaded.bundleVersion == nil && loaded.keyAccessControl == nil)
+        #expect(try store.advanceCounter(keyID: "old", to: 4))
+
+        let new = AttestedKeyRecord(keyID: "new", appID: "T.app", publicKey: [4, 9], counter: 0,
+                                    environment: "production", createdAt: 43,
+                                    validationCategory: [1, 0, 0, 0], bundleVersion: "27.1", keyAccessControl: nil)
+        #expect(try store.registerKey(new))
+        #expect(try server.command("HGET x:key:new bundle_version") == "27.1")
+        #expect(try server.command("HEXISTS x:key:new validation_category") == ":1")
+        #expect(try server.command("HEXISTS x:key:new key_access_control") == ":0", "nil is left out")
+        var advanced = old
+        advanced.counter = 4
+        #expect(try store.keys(appID: "T.app") == [advanced, new])
+    }
+
     @Test func issuedValuesHaveTheirOwnKeysUnderThePrefixAndExpireInRedis() throws {
         let server = try RedisServer()
         defer { server.stop() }

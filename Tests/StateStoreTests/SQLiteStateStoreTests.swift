@@ -20,7 +20,8 @@ import Testing
         defer { directory.remove() }
         let path = directory.path + "/state.db"
         let key = AttestedKeyRecord(keyID: "k1", appID: "TEAM.app", publicKey: [4, 1, 2], counter: 1,
-                                    environment: "development", createdAt: 1_700_000_000)
+                                    environment: "development", createdAt: 1_700_000_000,
+                                    validationCategory: [1, 0, 0, 0], bundleVersion: "7", keyAccessControl: [0x30, 0])
         let receipt = ReceiptRecord(receipt: [1, 2, 3], riskMetric: 2, createdAt: 10, notBefore: 20, lastUsedAt: 30)
         do {
             let store = try SQLiteStateStore(path: path, timeoutMillis: 1_000)
@@ -77,9 +78,9 @@ import Testing
         do {
             let store = try SQLiteStateStore(path: path, timeoutMillis: 1_000)
             #expect(try store.schemaVersion() == SQLiteStateStore.supportedSchemaVersion)
-            #expect(SQLiteStateStore.supportedSchemaVersion == 2)
+            #expect(SQLiteStateStore.supportedSchemaVersion == 3)
         }
-        #expect(try SQLiteStateStore(path: path, timeoutMillis: 1_000).schemaVersion() == 2, "reopen keeps it")
+        #expect(try SQLiteStateStore(path: path, timeoutMillis: 1_000).schemaVersion() == 3, "reopen keeps it")
         do {
             let store = try SQLiteStateStore(path: path, timeoutMillis: 1_000)
             try store.executeForTesting("INSERT INTO schema_version(version) VALUES (99)")
@@ -96,21 +97,62 @@ import Testing
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         let path = directory.path + "/state.db"
-        do {
-            let v1 = try SQLiteConnection(path: path)
-            try v1.execute("CREATE TABLE schema_version(version INTEGER PRIMARY KEY NOT NULL)")
-            try v1.execute(SQLiteSchema.migrations[0])
-            try v1.execute("INSERT INTO schema_version(version) VALUES (1)")
+        try writeOldFile(path, version: 1) { v1 in
             try v1.execute("INSERT INTO consumed(namespace, key, expires_at) VALUES ('jti', 't1', 2000)")
             #expect(try v1.scalar("SELECT COUNT(*) FROM sqlite_master WHERE name = 'issued'") == 0)
         }
         let store = try SQLiteStateStore(path: path, timeoutMillis: 1_000)
-        #expect(try store.schemaVersion() == 2)
+        #expect(try store.schemaVersion() == 3)
         #expect(try !store.consumeOnce(namespace: "jti", key: "t1", expiresAt: 2_000, now: 1_000), "data kept")
         #expect(try store.issue(namespace: "jti", key: "t1", expiresAt: 2_000, now: 1_000))
         #expect(try store.redeem(namespace: "jti", key: "t1", now: 1_500))
         #expect(try !store.redeem(namespace: "jti", key: "t1", now: 1_500))
-        #expect(try SQLiteStateStore(path: path, timeoutMillis: 1_000).schemaVersion() == 2, "migrated once")
+        #expect(try SQLiteStateStore(path: path, timeoutMillis: 1_000).schemaVersion() == 3, "migrated once")
+    }
+
+    /// A file written by a build that knew migrations 1 and 2 gains the attestation-extension columns on open; its
+    /// keys load with nil extensions, keep their counters and order, and new keys store the extensions.
+    @Test func versionTwoFileMigratesToKeyAttestationExtensions() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path + "/state.db"
+        try writeOldFile(path, version: 2) { v2 in
+            // The row exactly as the version-2 build's registerKey wrote it.
+            try v2.execute("""
+                INSERT INTO keys(key_id, app_id, public_key, counter, environment, created_at, seq)
+                VALUES ('old', 'TEAM.app', X'040102', 5, 'production', 1700000000,
+                        (SELECT COALESCE(MAX(rowid), 0) + 1 FROM keys))
+                """)
+            #expect(try v2.scalar("SELECT COUNT(*) FROM pragma_table_info('keys') WHERE name = 'bundle_version'") == 0)
+        }
+        let store = try SQLiteStateStore(path: path, timeoutMillis: 1_000)
+        #expect(try store.schemaVersion() == 3)
+        let old = AttestedKeyRecord(keyID: "old", appID: "TEAM.app", publicKey: [4, 1, 2], counter: 5,
+                                    environment: "production", createdAt: 1_700_000_000)
+        let loaded = try #require(try store.key(id: "old"))
+        #expect(loaded == old)
+        #expect(loaded.validationCategory == nil && loaded.bundleVersion == nil && loaded.keyAccessControl == nil)
+        #expect(try store.advanceCounter(keyID: "old", to: 6))
+        let new = AttestedKeyRecord(keyID: "new", appID: "TEAM.app", publicKey: [4, 3], counter: 0,
+                                    environment: "production", createdAt: 1_700_000_100,
+                                    validationCategory: [1, 0, 0, 0], bundleVersion: "42", keyAccessControl: [0x30, 0])
+        #expect(try store.registerKey(new))
+        var advanced = old
+        advanced.counter = 6
+        #expect(try store.keys(appID: "TEAM.app") == [advanced, new])
+        #expect(try SQLiteStateStore(path: path, timeoutMillis: 1_000).schemaVersion() == 3, "migrated once")
+    }
+
+    /// Writes `path` as a build that knew only the first `version` migrations left it (each migration's SQL run by
+    /// hand, as that build's `migrate` did), then lets `body` add rows the old way; the connection closes on return.
+    private func writeOldFile(_ path: String, version: Int, _ body: (SQLiteConnection) throws -> Void) throws {
+        let connection = try SQLiteConnection(path: path)
+        try connection.execute("CREATE TABLE schema_version(version INTEGER PRIMARY KEY NOT NULL)")
+        for applied in 1...version {
+            try connection.execute(SQLiteSchema.migrations[applied - 1])
+            try connection.execute("INSERT INTO schema_version(version) VALUES (\(applied))")
+        }
+        try body(connection)
     }
 
     @Test func sweepRemovesExpiredIssuedRowsInBatches() throws {

@@ -33,6 +33,38 @@ extension StateStoreConformance {
         #expect(try store.keys(appID: run.name("app-b")).isEmpty)
     }
 
+    /// The attestation's extensions come back as registered, by id and by app: all three set, none set (nil, not
+    /// empty), and empty values (kept apart from nil). Advancing the counter leaves them alone.
+    static func keyAttestationExtensionsRoundTrip(_ store: any AttestationStateStore, _ run: Run) throws {
+        var full = run.key("full", app: "app")
+        full.validationCategory = [0x01, 0x00, 0x00, 0x00]
+        full.bundleVersion = "27.0.1 (1234)"
+        // DER-like bytes with a NUL and high bytes, so nothing on the way may treat them as text.
+        full.keyAccessControl = [0x30, 0x08, 0x02, 0x01, 0x00, 0x04, 0x03, 0xFF, 0x00, 0x80]
+        let none = run.key("none", app: "app")
+        var empty = run.key("empty", app: "app")
+        empty.validationCategory = []
+        empty.bundleVersion = ""
+        empty.keyAccessControl = []
+        for record in [full, none, empty] {
+            #expect(try store.registerKey(record))
+        }
+        let loaded = try #require(try store.key(id: full.keyID))
+        #expect(loaded == full)
+        #expect(loaded.validationCategory == [0x01, 0x00, 0x00, 0x00])
+        #expect(loaded.bundleVersion == "27.0.1 (1234)")
+        #expect(loaded.keyAccessControl == full.keyAccessControl)
+        let bare = try #require(try store.key(id: none.keyID))
+        #expect(bare.validationCategory == nil && bare.bundleVersion == nil && bare.keyAccessControl == nil)
+        #expect(bare == none)
+        #expect(try store.key(id: empty.keyID) == empty)
+        #expect(try store.keys(appID: run.name("app")) == [full, none, empty])
+        #expect(try store.advanceCounter(keyID: full.keyID, to: 1))
+        var advanced = full
+        advanced.counter = 1
+        #expect(try store.key(id: full.keyID) == advanced)
+    }
+
     static func counterCompareAndSet(_ store: any AttestationStateStore, _ run: Run) throws {
         let record = run.key("key", app: "app", counter: 5)
         #expect(try store.registerKey(record))

@@ -23,6 +23,7 @@ struct StateStoreConformance {
         case concurrentConsumeHasOneWinner
         case keyRegistration
         case duplicateRegistrationKeepsOriginal
+        case keyAttestationExtensionsRoundTrip
         case counterCompareAndSet
         case concurrentCounterAdvance
         case receipts
@@ -63,6 +64,7 @@ struct StateStoreConformance {
         case .concurrentConsumeHasOneWinner: try Self.concurrentConsumeHasOneWinner(store, run)
         case .keyRegistration: try Self.keyRegistration(store, run)
         case .duplicateRegistrationKeepsOriginal: try Self.duplicateRegistrationKeepsOriginal(store, run)
+        case .keyAttestationExtensionsRoundTrip: try Self.keyAttestationExtensionsRoundTrip(store, run)
         case .counterCompareAndSet: try Self.counterCompareAndSet(store, run)
         case .concurrentCounterAdvance: try Self.concurrentCounterAdvance(store, run)
         case .receipts: try Self.receipts(store, run)
