@@ -1,7 +1,9 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Foundation
 import GatewayConfig
+import GatewayCrypto
 import GatewayCore
 import GatewayPosix
 import GatewayProxy
@@ -12,16 +14,18 @@ import Synchronization
 /// SIGINT, then drains.
 enum ServeCommand {
     static let usage = """
-    Usage: attest-gateway serve [--config FILE] [--workers N] [--no-access-log]
+    Usage: attest-gateway serve [--config FILE] [--workers N] [--no-access-log] [--log-level debug|info|warn|error]
 
     Serves FILE (default gateway.yml) with N event-loop threads (default: one per CPU core).
     SIGTERM/SIGINT: stop accepting, finish in-flight requests (up to limits.drain_timeout), exit 0.
-    The access log (one JSON line per request) goes to standard output, other logs to standard error.
+    SIGHUP: reload FILE; an invalid file (or a change to listeners, admin or state) keeps the running configuration.
+    The access log (one JSON line per request) goes to standard output, other logs (from --log-level, default
+    info) to standard error.
     """
 
     static func run(_ args: [String]) -> Int32 {
         let options: Options
-        switch Options.parse(args, valued: ["--config", "--workers"], booleans: ["--no-access-log"]) {
+        switch Options.parse(args, valued: ["--config", "--workers", "--log-level"], booleans: ["--no-access-log"]) {
         case .success(let o): options = o
         case .failure(let e): printErr("serve: \(e.message)\n\n\(usage)"); return ExitCode.usage
         }
@@ -30,6 +34,13 @@ enum ServeCommand {
         // and every thread started later inherits the mask.
         Threads.blockSignals()
         let path = options.values["--config"] ?? "gateway.yml"
+        if let level = options.values["--log-level"] {
+            guard let l = Logger.Level(rawValue: level) else {
+                printErr("serve: --log-level must be debug, info, warn or error\n\n\(usage)")
+                return ExitCode.usage
+            }
+            Logger.setMinimumLevel(l)
+        }
         var workerCount = Threads.onlineCPUs
         if let w = options.values["--workers"] {
             guard let n = Int(w), n >= 1, n <= 256 else {
@@ -52,6 +63,8 @@ enum ServeCommand {
         for l in config.listeners where l.http2 {
             Logger.warn("http2 is not supported yet; serving HTTP/1.1 only", ["listener": l.name])
         }
+        ProcessMetrics.shared.setConfigHash(configHash(path))
+        let current = RuntimeSlot(runtime)
 
         let budget = ConnectionBudget(limit: config.limits.maxConnections)
         var workers: [ProxyWorker] = []
@@ -69,8 +82,11 @@ enum ServeCommand {
         if let a = config.admin {
             do {
                 let address = try SocketAddress.resolve(host: a.address.host, port: a.address.port)
-                admin = try SmallHTTPServer.admin(address: address, verifiers: runtime.verifiers)
-                Logger.info("admin listening", ["address": address.description, "endpoints": "/healthz /readyz"])
+                let loops = workers
+                let sources = AdminSources(runtime: { current.get() },
+                                           metrics: { MetricsEndpoint.render(workers: loops, budget: budget) })
+                admin = try SmallHTTPServer.admin(address: address, sources: sources)
+                Logger.info("admin listening", ["address": address.description, "endpoints": "/healthz /readyz /metrics"])
             } catch {
                 printErr("serve: admin.address: \(error)")
                 return ExitCode.failure
@@ -93,7 +109,7 @@ enum ServeCommand {
         while true {
             let sig = Threads.waitForSignal()
             if sig == SIGHUP {
-                Logger.warn("SIGHUP: configuration reload is not supported yet; keeping the running configuration")
+                reload(path: path, current: current, workers: workers)
                 continue
             }
             break
@@ -114,9 +130,44 @@ enum ServeCommand {
             admin.loop.execute { admin.loop.stop() }
             Threads.join(adminThread)
         }
-        runtime.verifiers.stopBackgroundWork()
-        runtime.state?.stopBackgroundWork()
+        let final = current.get()
+        final.verifiers.stopBackgroundWork()
+        final.state?.stopBackgroundWork()
         Logger.info("stopped")
         return ExitCode.ok
+    }
+
+    /// SIGHUP: builds the new configuration next to the running one and swaps it into every loop; requests in
+    /// flight finish on the configuration they started with. Any error keeps the running configuration.
+    static func reload(path: String, current: RuntimeSlot, workers: [ProxyWorker]) {
+        let old = current.get()
+        let config: GatewayConfiguration
+        do { config = try ConfigLoader.load(path: path) } catch {
+            for e in error.errors { Logger.error("reload: invalid configuration; keeping the running one", ["error": e.description]) }
+            ProcessMetrics.shared.reload(ok: false)
+            return
+        }
+        let next: ProxyRuntime
+        do { next = try ProxyRuntime(config: config, reusing: old) } catch {
+            Logger.error("reload: cannot apply; keeping the running configuration", ["error": "\(error)"])
+            ProcessMetrics.shared.reload(ok: false)
+            return
+        }
+        next.verifiers.warm(after: old.verifiers)
+        current.set(next)
+        for w in workers { w.loop.execute { w.install(next) } }
+        next.verifiers.startBackgroundWork(after: old.verifiers)
+        old.verifiers.stopBackgroundWork(keeping: next.verifiers)
+        if next.state !== old.state { next.state?.startBackgroundWork() }
+        let hash = configHash(path)
+        ProcessMetrics.shared.setConfigHash(hash)
+        ProcessMetrics.shared.reload(ok: true)
+        Logger.info("reload: configuration applied", ["config_hash": hash, "routes": String(config.routes.count)])
+    }
+
+    /// The first 16 hex digits of the file's SHA-256 (the `attest_gateway_config_info` label).
+    static func configHash(_ path: String) -> String {
+        guard let bytes = FileManager.default.contents(atPath: path) else { return "" }
+        return String(hexString(SHA256Hasher.hash(Array(bytes))).prefix(16))
     }
 }

@@ -41,3 +41,9 @@ public enum VerificationStatus: String, Sendable, CaseIterable, Error {
     /// The reason code as it appears in responses, logs and metric labels.
     public var code: String { rawValue }
 }
+
+extension VerificationStatus {
+    /// A small stable number per reason (its position in `allCases`), for metric keys on the request path.
+    public var metricIndex: Int { Self.indexes[self] ?? 0xFF }
+    private static let indexes: [VerificationStatus: Int] = Dictionary(uniqueKeysWithValues: allCases.enumerated().map { ($1, $0) })
+}

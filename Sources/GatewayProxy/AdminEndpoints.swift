@@ -1,13 +1,24 @@
 import GatewayPosix
 import HTTP1
 
-/// The admin listener (`admin.address`, never a public listener): `GET /healthz` (the process is alive) and
-/// `GET /readyz` (every App Check verifier has a usable key set). Metrics arrive with the operations issue.
+/// What the admin listener reads: the running configuration's verifiers and state store (they change on reload)
+/// and the metrics text.
+public struct AdminSources: Sendable {
+    public var runtime: @Sendable () -> ProxyRuntime
+    public var metrics: @Sendable () -> String
+    public init(runtime: @escaping @Sendable () -> ProxyRuntime, metrics: @escaping @Sendable () -> String) {
+        self.runtime = runtime
+        self.metrics = metrics
+    }
+}
+
+/// The admin listener (`admin.address`, never a public listener): `GET /healthz` (the process is alive),
+/// `GET /readyz` (every App Check verifier has a usable key set and the state store answers) and `GET /metrics`.
 final class AdminHandler: SmallHTTPHandler {
-    let verifiers: VerifierGraph
+    let sources: AdminSources
     private var head: HTTP1RequestHead?
 
-    init(verifiers: VerifierGraph) { self.verifiers = verifiers }
+    init(sources: AdminSources) { self.sources = sources }
 
     func begin(_ head: HTTP1RequestHead) { self.head = head }
 
@@ -22,9 +33,17 @@ final class AdminHandler: SmallHTTPHandler {
         case "/healthz":
             return Self.json(200, "{\"status\":\"ok\"}")
         case "/readyz":
-            let waiting = verifiers.appCheck.filter { !$0.value.keys.isReady }.map { "\"jwks:\($0.key)\"" }.sorted()
+            let runtime = sources.runtime()
+            var waiting = runtime.verifiers.appCheck.filter { !$0.value.keys.isReady }.map { "\"jwks:\($0.key)\"" }.sorted()
+            if let state = runtime.state {
+                do { try state.store.ping() } catch { waiting.append("\"state\"") }
+            }
             if waiting.isEmpty { return Self.json(200, "{\"ready\":true}") }
             return Self.json(503, "{\"ready\":false,\"waiting_for\":[\(waiting.joined(separator: ","))]}")
+        case "/metrics":
+            let body = sources.metrics()
+            return "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nCache-Control: no-store\r\n" +
+                "Content-Length: \(body.utf8.count)\r\n\r\n" + body
         default:
             return Self.json(404, "{\"error\":\"not_found\"}")
         }
@@ -44,8 +63,8 @@ final class AdminHandler: SmallHTTPHandler {
 }
 
 extension SmallHTTPServer {
-    /// The admin listener for `verifiers`.
-    public static func admin(address: SocketAddress, verifiers: VerifierGraph) throws(PosixError) -> SmallHTTPServer {
-        try SmallHTTPServer(address: address) { AdminHandler(verifiers: verifiers) }
+    /// The admin listener.
+    public static func admin(address: SocketAddress, sources: AdminSources) throws(PosixError) -> SmallHTTPServer {
+        try SmallHTTPServer(address: address) { AdminHandler(sources: sources) }
     }
 }

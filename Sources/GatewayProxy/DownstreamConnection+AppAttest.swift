@@ -37,14 +37,14 @@ extension DownstreamConnection {
     private var appAttestContext: (head: HTTP1RequestHead, route: CompiledRoute, plan: RouteVerification,
                                    index: Int, verifier: AppAttestVerifier, presented: AppAttestPresentation)? {
         guard let head = exchange.head, exchange.routeIndex >= 0, let (i, presented) = exchange.pendingAttest else { return nil }
-        let route = worker.routes[exchange.routeIndex]
+        let route = gen.routes[exchange.routeIndex]
         guard let plan = route.verification, case .appAttest(let verifier) = plan.verifiers[i] else { return nil }
         return (head, route, plan, i, verifier, presented)
     }
 
     /// The body is complete: find the key (cache, else the store off the loop).
     private func appAttestBodyReady() {
-        guard let ctx = appAttestContext, let state = worker.runtime.state else {
+        guard let ctx = appAttestContext, let state = gen.runtime.state else {
             respondLocal(.verifierUnavailable(), close: true)
             return
         }
@@ -55,7 +55,7 @@ extension DownstreamConnection {
         exchange.awaitingState = true
         deadline = 0
         let keyID = ctx.presented.keyID
-        state.call(loop: worker.loop, owner: self, { store in
+        state.call("appattest_key", loop: worker.loop, owner: self, { store in
             Result { () throws(StateStoreError) in try store.key(id: keyID) }
         }) { conn, result in
             guard !conn.closed, conn.exchange.awaitingState else { return }
@@ -73,7 +73,7 @@ extension DownstreamConnection {
 
     /// Signature, app, environment and extension policy on the loop; then the counter (and the challenge) in the store.
     private func checkAssertion(with key: AttestedKeyRecord) {
-        guard let ctx = appAttestContext, let state = worker.runtime.state, let held = exchange.heldBody else { return }
+        guard let ctx = appAttestContext, let state = gen.runtime.state, let held = exchange.heldBody else { return }
         let clientData: [UInt8]
         if let challenge = ctx.presented.challenge {
             clientData = Array(challenge.utf8)
@@ -99,7 +99,7 @@ extension DownstreamConnection {
         let now = worker.unixNow()
         exchange.awaitingState = true
         deadline = 0
-        state.call(loop: worker.loop, owner: self, { store in
+        state.call("appattest_counter", loop: worker.loop, owner: self, { store in
             Result { () throws(StateStoreError) -> VerificationStatus? in
                 if let challenge, try !store.redeem(namespace: namespace, key: challenge, now: now) { return .challengeUnknown }
                 if try store.advanceCounter(keyID: key.keyID, to: verified.counter) { return nil }

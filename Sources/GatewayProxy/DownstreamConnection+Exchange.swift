@@ -5,6 +5,7 @@ import GatewayCore
 import GatewayPosix
 import HTTP1
 import Attestation
+import Observability
 
 extension DownstreamConnection {
     // MARK: parsing requests
@@ -84,8 +85,10 @@ extension DownstreamConnection {
         exchange.startMicros = MonotonicClock.nowMicros()
         exchange.head = head
         exchange.outMark = totalWritten + outBuf.readableBytes
+        exchange.requestID = RequestID.fromClient(head).map(RequestID.client) ?? .generated(worker.requestIDs.next())
         let hasBody = head.framing != .none
-        let runtime = worker.runtime
+        exchange.generation = worker.current
+        let runtime = worker.current.runtime
         var registration: (action: RegistrationEndpoints.Action, verifier: AppAttestVerifier)? = nil
         let routeIndex: Int? = head.bytes.withUnsafeBytes { raw in
             let path = HeaderFilter.path(of: UnsafeRawBufferPointer(rebasing: raw[head.target]))
@@ -111,7 +114,7 @@ extension DownstreamConnection {
             return
         }
         exchange.routeIndex = routeIndex
-        let route = worker.routes[routeIndex]
+        let route = gen.routes[routeIndex]
         exchange.bodyLimit = route.maxBodyBytes
         if route.requiresVerification {
             guard let plan = route.verification else {
@@ -131,7 +134,7 @@ extension DownstreamConnection {
 
     /// Runs the route's verifiers from where they stand; an App Attest verifier suspends them (off-loop work).
     func continueVerification(_ head: HTTP1RequestHead, route: CompiledRoute, plan: RouteVerification) {
-        switch plan.evaluate(head, now: worker.unixNow(), caches: worker.tokenCaches[exchange.routeIndex],
+        switch plan.evaluate(head, now: worker.unixNow(), caches: gen.tokenCaches[exchange.routeIndex],
                              progress: &exchange.progress) {
         case .decided(let decision):
             verificationDecided(head, route: route, plan: plan, decision)
@@ -143,6 +146,7 @@ extension DownstreamConnection {
     /// The verifiers have decided: reject (enforce mode), run the replay check, or forward.
     func verificationDecided(_ head: HTTP1RequestHead, route: CompiledRoute, plan: RouteVerification,
                              _ decision: VerificationDecision) {
+        exchange.verifierMetric = decision.verifierIndex.map { plan.metricIDs[$0] } ?? -1
         exchange.verdict = decision.accessLogVerdict
         exchange.reason = decision.status
         if case .verifiedUnchecked(_, _, let reason) = decision { exchange.reason = reason }
@@ -171,7 +175,7 @@ extension DownstreamConnection {
             replayOutcome(head, route: route, plan: plan, .failed(verifier: i, status: .missingJTI))
             return
         }
-        guard let state = worker.runtime.state else {
+        guard let state = gen.runtime.state else {
             respondLocal(.verifierUnavailable(), close: hasBody || !head.keepAlive)
             return
         }
@@ -203,6 +207,7 @@ extension DownstreamConnection {
 
     private func replayOutcome(_ head: HTTP1RequestHead, route: CompiledRoute, plan: RouteVerification,
                                _ decision: VerificationDecision) {
+        exchange.verifierMetric = decision.verifierIndex.map { plan.metricIDs[$0] } ?? -1
         exchange.verdict = decision.accessLogVerdict
         exchange.reason = decision.status
         if case .verifiedUnchecked(_, _, let reason) = decision { exchange.reason = reason }
@@ -216,23 +221,26 @@ extension DownstreamConnection {
     /// Takes an upstream connection and sends the filtered head (and the verdict headers).
     private func forward(_ head: HTTP1RequestHead, route: CompiledRoute, decision: VerificationDecision?) {
         let hasBody = head.framing != .none
-        let pool = worker.pools[route.upstreamIndex]
+        let pool = gen.pools[route.upstreamIndex]
         guard let up = pool.acquire(for: self, isHEAD: head.methodIs("HEAD")) else {
             respondLocal(UpstreamFailure.connectFailed.response, close: hasBody || !head.keepAlive)
             return
         }
         exchange.upstream = up
         exchange.requestChunked = head.framing == .chunked
-        if let plan = route.verification, let decision {
-            let scratch = worker.scratch
-            scratch.clear()
-            plan.appendVerdictHeaders(decision, to: scratch)
-            HeaderFilter.appendUpstreamRequestHead(head, basePath: pool.target.basePath, clientAddress: clientAddress,
-                                                   strip: plan.stripTokenHeaders ? plan.tokenHeaders : [],
-                                                   extra: scratch.readable, to: up.outBuf)
-        } else {
-            HeaderFilter.appendUpstreamRequestHead(head, basePath: pool.target.basePath, clientAddress: clientAddress,
-                                                   to: up.outBuf)
+        exchange.forwardMicros = MonotonicClock.nowMicros()
+        withRequestID { id in
+            if let plan = route.verification, let decision {
+                let scratch = worker.scratch
+                scratch.clear()
+                plan.appendVerdictHeaders(decision, to: scratch)
+                HeaderFilter.appendUpstreamRequestHead(head, basePath: pool.target.basePath, clientAddress: clientAddress,
+                                                       strip: plan.stripTokenHeaders ? plan.tokenHeaders : [],
+                                                       extra: scratch.readable, requestID: id, to: up.outBuf)
+            } else {
+                HeaderFilter.appendUpstreamRequestHead(head, basePath: pool.target.basePath, clientAddress: clientAddress,
+                                                       requestID: id, to: up.outBuf)
+            }
         }
         if let held = exchange.heldBody {
             // The body was read to verify it: send it now, in the framing the upstream was told.
@@ -339,6 +347,9 @@ extension DownstreamConnection {
         exchange.status = response.status
         exchange.upstreamStatus = response.status
         exchange.responseStarted = true
+        if let up = exchange.upstream {
+            worker.metrics.upstreamResponse(upstream: up.pool.target.metricID, micros: MonotonicClock.nowMicros() &- exchange.forwardMicros)
+        }
         let isHEAD = head.methodIs("HEAD")
         switch response.framing {
         case .none, .contentLength:
@@ -439,26 +450,49 @@ extension DownstreamConnection {
 
     func logExchange(status: Int) {
         exchange.logged = true
+        let metrics = worker.metrics
+        metrics.request(route: exchange.routeIndex >= 0 ? gen.routes[exchange.routeIndex].metricID : Self.noRouteMetric,
+                        status: status)
+        if exchange.verdict != .none {
+            let outcome: VerificationKey.Outcome = switch exchange.verdict {
+            case .verified: .verified
+            case .absent: .absent
+            default: .failed
+            }
+            metrics.verification(VerificationKey.make(
+                verifier: exchange.verifierMetric >= 0 ? exchange.verifierMetric : Self.noRouteMetric, outcome: outcome,
+                reason: exchange.reason?.metricIndex ?? 0xFF))
+        }
         let log = worker.accessLog
         guard log.enabled else { return }
-        let routeName: [UInt8] = exchange.routeIndex >= 0 ? worker.routes[exchange.routeIndex].jsonName : Array("null".utf8)
+        let routeName: [UInt8] = exchange.routeIndex >= 0 ? gen.routes[exchange.routeIndex].jsonName : Array("null".utf8)
         let bytesOut = totalWritten + outBuf.readableBytes - exchange.outMark
-        let verdict = exchange.verdict
-        if let head = exchange.head {
-            head.bytes.withUnsafeBytes { raw in
+        let verdict = exchange.verdict.text
+        withRequestID { id in
+            if let head = exchange.head {
+                head.bytes.withUnsafeBytes { raw in
+                    log.record(time: exchange.startMicros, route: routeName,
+                               method: UnsafeRawBufferPointer(rebasing: raw[head.method]),
+                               path: HeaderFilter.path(of: UnsafeRawBufferPointer(rebasing: raw[head.target])),
+                               status: status, upstreamStatus: exchange.upstreamStatus, bytesIn: exchange.bytesIn,
+                               bytesOut: bytesOut, verdict: verdict, reason: exchange.reason?.code, requestID: id)
+                }
+            } else {
+                let dash: StaticString = "-"
                 log.record(time: exchange.startMicros, route: routeName,
-                           method: UnsafeRawBufferPointer(rebasing: raw[head.method]),
-                           path: HeaderFilter.path(of: UnsafeRawBufferPointer(rebasing: raw[head.target])),
-                           status: status, upstreamStatus: exchange.upstreamStatus, bytesIn: exchange.bytesIn,
-                           bytesOut: bytesOut, verdict: verdict, reason: exchange.reason?.code)
+                           method: UnsafeRawBufferPointer(start: dash.utf8Start, count: 1),
+                           path: UnsafeRawBufferPointer(start: dash.utf8Start, count: 1),
+                           status: status, upstreamStatus: 0, bytesIn: exchange.bytesIn, bytesOut: bytesOut, verdict: verdict,
+                           reason: nil)
             }
-        } else {
-            let dash: StaticString = "-"
-            log.record(time: exchange.startMicros, route: routeName,
-                       method: UnsafeRawBufferPointer(start: dash.utf8Start, count: 1),
-                       path: UnsafeRawBufferPointer(start: dash.utf8Start, count: 1),
-                       status: status, upstreamStatus: 0, bytesIn: exchange.bytesIn, bytesOut: bytesOut, verdict: verdict,
-                       reason: nil)
         }
     }
+}
+
+extension DownstreamConnection {
+    /// The configuration of the request in progress (the current one between requests).
+    var gen: LoopGeneration { exchange.generation ?? worker.current }
+
+    /// The label for "no route" and "no verifier decided".
+    static let noRouteMetric = MetricNames.shared.id("-")
 }

@@ -39,14 +39,14 @@ extension DownstreamConnection {
 
     /// 32 random bytes, base64url, recorded in the state store until the TTL.
     private func issueChallenge(_ verifier: AppAttestVerifier) {
-        guard let state = worker.runtime.state else { return }
+        guard let state = gen.runtime.state else { return }
         let challenge = Base64URL.encode(SecureRandom.bytes(32))
         let now = worker.unixNow()
         let ttl = verifier.challengeTTLSeconds
         let namespace = verifier.challengeNamespace
         exchange.awaitingState = true
         deadline = 0
-        state.call(loop: worker.loop, owner: self, { store in
+        state.call("challenge_issue", loop: worker.loop, owner: self, { store in
             Result { () throws(StateStoreError) in try store.issue(namespace: namespace, key: challenge, expiresAt: now + ttl, now: now) }
         }) { conn, result in
             guard !conn.closed, conn.exchange.awaitingState else { return }
@@ -113,7 +113,7 @@ extension DownstreamConnection {
             return
         case .success(let r): registration = r
         }
-        guard let state = worker.runtime.state else { return }
+        guard let state = gen.runtime.state else { return }
         let record = AttestedKeyRecord(keyID: registration.keyID, appID: registration.appID, publicKey: registration.key.publicKey,
                                        counter: 0, environment: registration.key.environment.rawValue, createdAt: now,
                                        validationCategory: registration.key.validationCategory,
@@ -123,7 +123,7 @@ extension DownstreamConnection {
         let namespace = verifier.challengeNamespace
         exchange.awaitingState = true
         deadline = 0
-        state.call(loop: worker.loop, owner: self, { store in
+        state.call("appattest_register", loop: worker.loop, owner: self, { store in
             Result { () throws(StateStoreError) -> Bool in
                 guard try store.redeem(namespace: namespace, key: challenge, now: now) else { return false }
                 // A key registered before (the app retried) keeps its counter; its receipt is refreshed.
@@ -137,7 +137,8 @@ extension DownstreamConnection {
             switch result {
             case .success(true):
                 state.appAttestKeys.put(record)
-                conn.exchange.verdict = "verified"
+                conn.exchange.verdict = .verified
+                conn.exchange.verifierMetric = MetricNames.shared.id(verifier.name)
                 conn.registrationAnswer(.json(status: 201, "Created",
                     "{\"keyId\":\(JSONText.quoted(record.keyID)),\"environment\":\"\(record.environment)\",\"appId\":\(JSONText.quoted(record.appID))}"))
             case .success(false):
@@ -153,7 +154,8 @@ extension DownstreamConnection {
     private func registrationAnswer(_ response: LocalResponse, reason: VerificationStatus? = nil) {
         exchange.heldBody = nil
         if let reason {
-            exchange.verdict = "failed"
+            exchange.verdict = .failed
+            if let (_, verifier) = exchange.registration { exchange.verifierMetric = MetricNames.shared.id(verifier.name) }
             exchange.reason = reason
         }
         respondLocal(response, close: !(exchange.head?.keepAlive ?? false))

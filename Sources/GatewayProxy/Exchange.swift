@@ -5,6 +5,8 @@ import HTTP1
 /// The state of the request a client connection is serving now (one at a time; pipelined ones wait).
 struct Exchange {
     var head: HTTP1RequestHead? = nil
+    /// The configuration this request started on (a reload does not change it under the request).
+    var generation: LoopGeneration? = nil
     var routeIndex = -1
     var upstream: UpstreamConnection? = nil
     /// The upstream request body is re-framed as chunks.
@@ -27,7 +29,7 @@ struct Exchange {
     /// `totalWritten + outBuf.readableBytes` when the response started.
     var outMark = 0
     /// The access log's verdict: none (route without verifiers), verified, failed, absent.
-    var verdict: StaticString = "none"
+    var verdict: Verdict = .none
     /// Why verification did not pass (logged; also the response's reason when enforced).
     var reason: VerificationStatus? = nil
     /// The replay check is running off the loop: the body waits (unread) until it answers.
@@ -38,6 +40,12 @@ struct Exchange {
     var progress = EvaluationProgress()
     /// The App Attest verifier waiting for the body, the key or the counter.
     var pendingAttest: (verifier: Int, presented: AppAttestPresentation)? = nil
+    /// `X-Request-Id` (the client's or generated), forwarded and logged.
+    var requestID: RequestID? = nil
+    /// The `MetricNames` id of the verifier whose verdict this is (-1: none ran or none decided).
+    var verifierMetric = -1
+    /// When the head went to the upstream (monotonic µs), for the upstream latency histogram.
+    var forwardMicros: UInt64 = 0
     /// The registration endpoint this request is for.
     var registration: (action: RegistrationEndpoints.Action, verifier: AppAttestVerifier)? = nil
 }
@@ -54,4 +62,18 @@ final class HeldBody {
 
     /// SHA-256 of everything appended (call once, when the body is complete).
     func finishDigest() -> [UInt8] { hasher.finish() }
+}
+
+/// What the access log and the verification metrics say about a request.
+enum Verdict {
+    case none, verified, failed, absent
+
+    var text: StaticString {
+        switch self {
+        case .none: "none"
+        case .verified: "verified"
+        case .failed: "failed"
+        case .absent: "absent"
+        }
+    }
 }

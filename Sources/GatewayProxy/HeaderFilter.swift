@@ -40,6 +40,7 @@ enum HeaderFilter {
             if n == 15 && eq(bytes, "x-forwarded-for") { return .xForwardedFor }
             if n == 17 && eq(bytes, "x-forwarded-proto") { return .drop }
             if n == 16 && eq(bytes, "x-forwarded-host") { return .drop }
+            if n == 12 && eq(bytes, "x-request-id") { return .drop }   // re-added as the exchange's id
         default:
             break
         }
@@ -102,7 +103,7 @@ enum HeaderFilter {
     /// (the verdict headers).
     static func appendUpstreamRequestHead(_ head: HTTP1RequestHead, basePath: [UInt8], clientAddress: [UInt8],
                                           strip: [[UInt8]] = [], extra: UnsafeRawBufferPointer? = nil,
-                                          to out: ByteBuffer) {
+                                          requestID: UnsafeRawBufferPointer? = nil, to out: ByteBuffer) {
         head.bytes.withUnsafeBytes { raw in
             let target = originForm(UnsafeRawBufferPointer(rebasing: raw[head.target]))
             out.append(UnsafeRawBufferPointer(rebasing: raw[head.method]))
@@ -143,6 +144,11 @@ enum HeaderFilter {
             }
             if case .chunked = head.framing {
                 out.append("Transfer-Encoding: chunked\r\n" as StaticString)
+            }
+            if let requestID, requestID.count > 0 {
+                out.append("X-Request-Id: " as StaticString)
+                out.append(requestID)
+                out.append("\r\n" as StaticString)
             }
             if let extra { out.append(extra) }
             out.append("\r\n" as StaticString)

@@ -1,16 +1,29 @@
 import GatewayConfig
 import GatewayPosix
 import HTTP1
+import Observability
+import Synchronization
 
 /// An upstream with its address resolved once at start-up.
 public struct UpstreamTarget: Sendable {
     public let name: String
+    /// The name's `MetricNames` id (the upstream latency histogram's label).
+    public let metricID: Int
     public let address: SocketAddress
     /// Prefixed to every forwarded request-target ("" when the url has no path).
     public let basePath: [UInt8]
     public let connectTimeoutMillis: UInt64
     public let responseTimeoutMillis: UInt64
     public let maxIdleConnections: Int
+}
+
+extension UpstreamTarget: Equatable {
+    /// The same upstream for pooling purposes: a reload keeps the pool (and its idle connections) of an equal one.
+    public static func == (a: UpstreamTarget, b: UpstreamTarget) -> Bool {
+        a.name == b.name && a.address.description == b.address.description && a.basePath == b.basePath &&
+            a.connectTimeoutMillis == b.connectTimeoutMillis && a.responseTimeoutMillis == b.responseTimeoutMillis &&
+            a.maxIdleConnections == b.maxIdleConnections
+    }
 }
 
 /// Everything a worker needs, built once from the configuration and shared read-only by every loop.
@@ -37,14 +50,32 @@ public struct ProxyRuntime: Sendable {
         public let description: String
     }
 
-    public init(config: GatewayConfiguration) throws(StartupError) {
+    /// `reusing`: the running runtime (a reload). Unchanged App Check verifiers and the state store are taken
+    /// over; what only a restart can change (listeners, admin, state) must be unchanged, or the reload fails.
+    public init(config: GatewayConfiguration, reusing previous: ProxyRuntime? = nil) throws(StartupError) {
         self.config = config
-        verifiers = try VerifierGraph.build(config)
+        if let previous {
+            if config.listeners != previous.config.listeners {
+                throw StartupError(description: "listeners: changing listeners needs a restart")
+            }
+            if config.admin != previous.config.admin {
+                throw StartupError(description: "admin: changing the admin listener needs a restart")
+            }
+            if previous.state != nil && config.state != previous.config.state {
+                throw StartupError(description: "state: changing the state store needs a restart")
+            }
+        }
+        verifiers = try VerifierGraph.build(config, reusing: previous.map { ($0.verifiers, $0.config) })
         routes = RouteTable(config: config, verifiers: verifiers.byName)
         registration = RegistrationEndpoints(verifiers.appAttest.values.sorted { $0.name < $1.name })
         // The state store is opened when something needs it: limited use, or App Attest (challenges, keys, counters).
-        state = config.routes.contains { $0.limitedUse } || !verifiers.appAttest.isEmpty
-            ? try StateService.open(config.state) : nil
+        // A reload keeps the open one (requests in flight may be waiting on it).
+        if let open = previous?.state {
+            state = open
+        } else {
+            state = config.routes.contains { $0.limitedUse } || !verifiers.appAttest.isEmpty
+                ? try StateService.open(config.state) : nil
+        }
         var targets: [UpstreamTarget] = []
         for u in config.upstreams {
             if u.tls {
@@ -55,7 +86,7 @@ public struct ProxyRuntime: Sendable {
                 throw StartupError(description: "upstreams.\(u.name).url: \(error)")
             }
             targets.append(UpstreamTarget(
-                name: u.name, address: address, basePath: Array(u.basePath.utf8),
+                name: u.name, metricID: MetricNames.shared.id(u.name), address: address, basePath: Array(u.basePath.utf8),
                 connectTimeoutMillis: UInt64(u.connectTimeoutMillis), responseTimeoutMillis: UInt64(u.responseTimeoutMillis),
                 maxIdleConnections: u.maxIdleConnections))
         }
@@ -75,4 +106,12 @@ public struct ProxyRuntime: Sendable {
         headerTimeoutMillis = UInt64(config.limits.headerTimeoutMillis)
         idleTimeoutMillis = UInt64(config.limits.idleTimeoutMillis)
     }
+}
+
+/// The running configuration, swapped whole on reload; read by the admin listener.
+public final class RuntimeSlot: Sendable {
+    private let runtime: Mutex<ProxyRuntime>
+    public init(_ runtime: ProxyRuntime) { self.runtime = Mutex(runtime) }
+    public func get() -> ProxyRuntime { runtime.withLock { $0 } }
+    public func set(_ next: ProxyRuntime) { runtime.withLock { $0 = next } }
 }

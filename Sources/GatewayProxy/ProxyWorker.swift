@@ -30,59 +30,62 @@ public final class ConnectionBudget: Sendable {
 /// upstream pools and access-log buffer. Loop-confined; other threads reach it only through `loop.execute`.
 public final class ProxyWorker: @unchecked Sendable {
     public let loop: EventLoop
-    let runtime: ProxyRuntime
     let budget: ConnectionBudget
     let accessLog: AccessLog
-    var pools: [UpstreamPool] = []
     private var listeners: [ListenerHandler] = []
     private var connections: [ObjectIdentifier: DownstreamConnection] = [:]
     /// SIGTERM/SIGINT seen: no new connections, keep-alive ends after the in-flight response.
     private(set) var draining = false
 
+    /// The configuration new requests use. A request keeps the generation it started with (`Exchange.generation`),
+    /// so a reload never changes the route, verifiers or pool under a request in flight.
+    private(set) var current: LoopGeneration
+    var runtime: ProxyRuntime { current.runtime }
+    var routes: [CompiledRoute] { current.routes }
+
     // Hot constants, held here rather than in globals (a global costs a once-check per access).
-    let headerTimeout: UInt64
-    let idleTimeout: UInt64
+    private(set) var headerTimeout: UInt64
+    private(set) var idleTimeout: UInt64
     let highWater: Int
     let lingerMillis: UInt64 = 2_000
-    let routes: [CompiledRoute]
-    /// Per route, one verified-token cache per verifier (loop-confined, so no locks).
-    let tokenCaches: [[VerifiedTokenCache?]]
     /// Scratch space for building header lines on this loop.
     let scratch = ByteBuffer(capacity: 1024)
+    /// This loop's request counters (read by a scrape through `loop.execute`).
+    public let metrics = LoopMetrics()
+    /// Generated request ids: a random prefix per loop and a counter.
+    let requestIDs = RequestIDGenerator()
 
     public init(index: Int, runtime: ProxyRuntime, budget: ConnectionBudget, accessLog: Bool) throws(PosixError) {
         loop = try EventLoop(index: index)
-        self.runtime = runtime
         self.budget = budget
         self.accessLog = AccessLog(enabled: accessLog)
         headerTimeout = runtime.headerTimeoutMillis
         idleTimeout = runtime.idleTimeoutMillis
         highWater = runtime.highWaterBytes
-        routes = runtime.routes.routes
-        // One cache per (loop, verifier), shared by the routes that name the verifier.
-        var byVerifier: [ObjectIdentifier: VerifiedTokenCache] = [:]
-        tokenCaches = runtime.routes.routes.map { route in
-            (route.verification?.verifiers ?? []).map { routeVerifier -> VerifiedTokenCache? in
-                guard case .appCheck(let v) = routeVerifier, v.verifiedTokenCacheSize > 0 else { return nil }
-                if let c = byVerifier[ObjectIdentifier(v)] { return c }
-                let c = VerifiedTokenCache(capacity: v.verifiedTokenCacheSize)
-                byVerifier[ObjectIdentifier(v)] = c
-                return c
-            }
-        }
-        pools = runtime.upstreams.map { UpstreamPool(target: $0) }
-        for pool in pools { pool.worker = self }
+        current = LoopGeneration(runtime: runtime, previous: nil)
+        for pool in current.pools { pool.worker = self }
         let log = self.accessLog
-        let state = runtime.state
-        loop.afterIteration = {
+        loop.afterIteration = { [unowned self] in
             log.flush()
-            state?.kick()
+            self.current.runtime.state?.kick()
         }
+    }
+
+    /// Switches new requests to `runtime` (a reload; runs on this loop). Unchanged upstreams keep their pools (and
+    /// idle connections), unchanged App Check verifiers their verified-token caches; the pools of removed or changed
+    /// upstreams close their idle connections now and their busy ones when the request in flight ends.
+    public func install(_ runtime: ProxyRuntime) {
+        let old = current
+        current = LoopGeneration(runtime: runtime, previous: old)
+        for pool in current.pools { pool.worker = self }
+        for pool in old.pools where !current.pools.contains(where: { $0 === pool }) { pool.retire() }
+        headerTimeout = runtime.headerTimeoutMillis
+        idleTimeout = runtime.idleTimeoutMillis
     }
 
     /// Binds this worker's listening sockets.
     public func bind() throws(PosixError) {
-        for address in runtime.listenAddresses {
+        for address in current.runtime.listenAddresses {
             let fd = try Socket.listen(on: address)
             let handler = ListenerHandler(fd: fd, worker: self)
             try loop.register(fd: fd, events: IOEvents.readable, handler: handler)
@@ -122,7 +125,7 @@ public final class ProxyWorker: @unchecked Sendable {
         draining = true
         for l in listeners { l.close() }
         listeners.removeAll()
-        for pool in pools { pool.closeIdle() }
+        for pool in current.pools { pool.closeIdle() }
         for c in Array(connections.values) { c.drain() }
         if connections.isEmpty { loop.stop() }
     }
@@ -170,5 +173,40 @@ final class ListenerHandler: LoopHandler {
         closed = true
         worker.loop.deregister(fd: fd)
         Glibc.close(fd)
+    }
+}
+
+/// One configuration as one loop uses it: routes, per-verifier caches and upstream pools. Loop-confined.
+final class LoopGeneration {
+    let runtime: ProxyRuntime
+    let routes: [CompiledRoute]
+    /// Per route, one verified-token cache per verifier (shared by the routes that name the verifier).
+    let tokenCaches: [[VerifiedTokenCache?]]
+    let pools: [UpstreamPool]
+
+    /// Builds the generation for `runtime`, taking over from `previous` what has not changed.
+    init(runtime: ProxyRuntime, previous: LoopGeneration?) {
+        self.runtime = runtime
+        routes = runtime.routes.routes
+        var byVerifier: [ObjectIdentifier: VerifiedTokenCache] = [:]
+        if let previous {
+            for (route, caches) in zip(previous.routes, previous.tokenCaches) {
+                for (v, c) in zip(route.verification?.verifiers ?? [], caches) {
+                    if case .appCheck(let verifier) = v, let c { byVerifier[ObjectIdentifier(verifier)] = c }
+                }
+            }
+        }
+        tokenCaches = runtime.routes.routes.map { route in
+            (route.verification?.verifiers ?? []).map { routeVerifier -> VerifiedTokenCache? in
+                guard case .appCheck(let v) = routeVerifier, v.verifiedTokenCacheSize > 0 else { return nil }
+                if let c = byVerifier[ObjectIdentifier(v)] { return c }
+                let c = VerifiedTokenCache(capacity: v.verifiedTokenCacheSize)
+                byVerifier[ObjectIdentifier(v)] = c
+                return c
+            }
+        }
+        pools = runtime.upstreams.map { target in
+            previous?.pools.first { $0.target == target } ?? UpstreamPool(target: target)
+        }
     }
 }

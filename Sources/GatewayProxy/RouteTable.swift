@@ -6,6 +6,8 @@ import GatewayCore
 /// One route, compiled for byte-level matching on the request path.
 public struct CompiledRoute: Sendable {
     public let name: String
+    /// The name's `MetricNames` id (the requests counter's route label).
+    public let metricID: Int
     /// The route name as a JSON value for the access log (`"payments"`).
     public let jsonName: [UInt8]
     public let exactPath: [UInt8]?
@@ -47,6 +49,7 @@ public struct RouteTable: Sendable {
             }
             compiled.append(CompiledRoute(
                 name: route.name,
+                metricID: MetricNames.shared.id(route.name),
                 jsonName: Array(JSONText.quoted(route.name).utf8),
                 exactPath: exact,
                 pathPrefix: prefix,

@@ -2,6 +2,7 @@ import Attestation
 import GatewayConfig
 import GatewayCore
 import HTTP1
+import Observability
 
 /// One verifier a route names.
 public enum RouteVerifier: Sendable {
@@ -44,6 +45,8 @@ public struct RouteVerification: Sendable {
     let tokenHeaders: [[UInt8]]
     /// Per verifier, the header that says its token is present.
     let presenceHeaders: [[UInt8]]
+    /// Per verifier, its name's `MetricNames` id.
+    let metricIDs: [Int]
 
     public init(verifiers: [RouteVerifier], requireAll: Bool, monitor: Bool, stripTokenHeaders: Bool, limitedUse: Bool) {
         self.verifiers = verifiers
@@ -53,6 +56,7 @@ public struct RouteVerification: Sendable {
         self.limitedUse = limitedUse
         tokenHeaders = verifiers.flatMap(\.tokenHeaders)
         presenceHeaders = verifiers.map(\.presenceHeader)
+        metricIDs = verifiers.map { MetricNames.shared.id($0.name) }
     }
 
     /// Whether some verifier must finish off the event loop (App Attest: key lookup and counter).
@@ -92,11 +96,19 @@ enum VerificationDecision {
     /// No verifier found its token header.
     case absent
 
-    var accessLogVerdict: StaticString {
+    var accessLogVerdict: Verdict {
         switch self {
-        case .verified, .verifiedUnchecked: "verified"
-        case .failed: "failed"
-        case .absent: "absent"
+        case .verified, .verifiedUnchecked: .verified
+        case .failed: .failed
+        case .absent: .absent
+        }
+    }
+
+    /// The verifier that decided (nil for `absent`).
+    var verifierIndex: Int? {
+        switch self {
+        case .verified(let i, _), .verifiedUnchecked(let i, _, _), .failed(let i, _): i
+        case .absent: nil
         }
     }
 

@@ -1,5 +1,7 @@
 import Dispatch
 import GatewayConfig
+import GatewayCore
+import Observability
 import Synchronization
 import GatewayPosix
 import StateStore
@@ -26,7 +28,7 @@ public final class StateService: Sendable {
     /// drain) or any other store call.
     private enum Pending: @unchecked Sendable {   // the closures only ever run their results on their loop
         case consume(ConsumeRequest, now: Int64, deliver: (Result<Bool, StateStoreError>) -> Void)
-        case call(() -> Void)
+        case call(op: String, () -> Void)
     }
 
     /// Work waiting to run, and whether a drain is already queued. Everything that arrives while one batch runs
@@ -79,13 +81,19 @@ public final class StateService: Sendable {
 
     /// Runs `work` against the store off the loop (in arrival order with everything else); `done` runs on `loop`
     /// with its result. Like `consume`, it starts with the loop's next `kick`.
-    func call<Owner: AnyObject, Value>(loop: EventLoop, owner: Owner,
+    /// `op` names the work in the state-store metrics (`attest_gateway_state_operation_seconds{operation}`).
+    func call<Owner: AnyObject, Value>(_ op: String, loop: EventLoop, owner: Owner,
                                        _ work: @escaping @Sendable (AttestationStateStore) -> Result<Value, StateStoreError>,
                                        _ done: @escaping (Owner, Result<Value, StateStoreError>) -> Void) {
         let bound = LoopBound(value: (owner, done))
         let store = self.store
-        let item = Pending.call {
-            let result = LoopBound(value: work(store))
+        let item = Pending.call(op: op) {
+            let started = MonotonicClock.nowMicros()
+            let outcome = work(store)
+            var failure: String? = nil
+            if case .failure(let e) = outcome { failure = e.kind.rawValue }
+            ProcessMetrics.shared.stateOperation(op, micros: MonotonicClock.nowMicros() &- started, error: failure)
+            let result = LoopBound(value: outcome)
             loop.execute { bound.value.1(bound.value.0, result.value) }
         }
         pending.withLock { state in state.items.append(item) }
@@ -117,12 +125,16 @@ public final class StateService: Sendable {
         for item in batch {
             switch item {
             case .consume(let request, let now, let deliver): consumes.append((request, now, deliver))
-            case .call(let run): run()
+            case .call(_, let run): run()
             }
         }
         guard !consumes.isEmpty else { return }
         let now = consumes.map(\.now).min() ?? 0
+        let started = MonotonicClock.nowMicros()
         let results = store.consumeOnce(batch: consumes.map(\.request), now: now)
+        var failure: String? = nil
+        for case .failure(let e) in results { failure = e.kind.rawValue; break }
+        ProcessMetrics.shared.stateOperation("consume_batch", micros: MonotonicClock.nowMicros() &- started, error: failure)
         for (item, result) in zip(consumes, results) { item.deliver(result) }
     }
 }

@@ -42,10 +42,18 @@ final class UpstreamPool {
         return c
     }
 
+    /// A reload removed or changed this upstream: no more pooling; idle connections close now.
+    private(set) var retired = false
+
+    func retire() {
+        retired = true
+        closeIdle()
+    }
+
     /// Returns a connection after its exchange: pooled when reusable and there is room, closed otherwise.
     func release(_ c: UpstreamConnection, reusable: Bool) {
         c.detach()
-        if reusable && !worker.draining && idle.count < target.maxIdleConnections {
+        if reusable && !retired && !worker.draining && idle.count < target.maxIdleConnections {
             c.markIdle(until: worker.loop.now + worker.runtime.upstreamIdleMillis)
             idle.append(c)
         } else {

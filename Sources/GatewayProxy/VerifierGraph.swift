@@ -26,10 +26,18 @@ public struct VerifierGraph: Sendable {
     /// Builds every verifier the gateway supports so far (App Check, App Attest). A `jwks_file` is loaded now, so a bad file
     /// stops start-up with a clear message; a `jwks_url` loads in the background (requests get 503
     /// `jwks_unavailable` until it has).
-    public static func build(_ config: GatewayConfiguration) throws(ProxyRuntime.StartupError) -> VerifierGraph {
+    ///
+    /// `reusing`: the running graph and its configuration (a reload): an App Check verifier whose configuration is
+    /// unchanged is taken over as it is, with its warm key set and refresher.
+    public static func build(_ config: GatewayConfiguration, reusing previous: (graph: VerifierGraph, config: GatewayConfiguration)? = nil)
+        throws(ProxyRuntime.StartupError) -> VerifierGraph {
         var appCheck: [String: AppCheckVerifier] = [:]
         for v in config.verifiers {
             guard case .appCheck(let c) = v.kind else { continue }
+            if let previous, let old = previous.graph.appCheck[v.name], previous.config.verifiers.contains(v) {
+                appCheck[v.name] = old
+                continue
+            }
             let fetch: @Sendable () throws -> KeySetFetch
             if let file = c.jwksFile {
                 fetch = KeySetSources.file(path: file)
@@ -46,9 +54,11 @@ public struct VerifierGraph: Sendable {
                 onEvent: { event in
                     switch event {
                     case .loaded(let count, let lifetime):
+                        ProcessMetrics.shared.jwksRefresh(verifier: name, ok: true, keys: count)
                         Logger.info("jwks loaded", ["verifier": name, "keys": count.map(String.init) ?? "?",
                                                     "lifetime_s": String(lifetime)])
                     case .failed(let why):
+                        ProcessMetrics.shared.jwksRefresh(verifier: name, ok: false, keys: nil)
                         Logger.warn("jwks refresh failed", ["verifier": name, "error": why])
                     case .notDue:
                         break
@@ -100,13 +110,22 @@ public struct VerifierGraph: Sendable {
         return built
     }
 
-    /// Starts the key-set refreshers (background threads; the request path never fetches).
-    public func startBackgroundWork() {
-        for v in appCheck.values { v.keys.startRefresher() }
+    /// Starts the key-set refreshers (background threads; the request path never fetches) — of every verifier, or
+    /// after a reload only of those not taken over from `previous`.
+    public func startBackgroundWork(after previous: VerifierGraph? = nil) {
+        for (name, v) in appCheck where previous?.appCheck[name] !== v { v.keys.startRefresher() }
     }
 
-    public func stopBackgroundWork() {
-        for v in appCheck.values { v.keys.stop() }
+    /// Stops the refreshers — of every verifier, or after a reload only of those `next` did not take over.
+    public func stopBackgroundWork(keeping next: VerifierGraph? = nil) {
+        for (name, v) in appCheck where next?.appCheck[name] !== v { v.keys.stop() }
+    }
+
+    /// Loads the key sets of verifiers not taken over from `previous` now (a reload warms them before the swap, so
+    /// requests do not see `jwks_unavailable` while a new key set loads); failures are logged and left to the
+    /// refresher.
+    public func warm(after previous: VerifierGraph) {
+        for (name, v) in appCheck where previous.appCheck[name] !== v { _ = v.keys.refreshIfDue(force: true) }
     }
 }
 

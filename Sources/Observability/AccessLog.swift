@@ -25,7 +25,7 @@ public final class AccessLog {
     /// One entry. `path` must already exclude the query string; `route` is a JSON value (`"name"` or `null`).
     public func record(time startMicros: UInt64, route: [UInt8], method: UnsafeRawBufferPointer, path: UnsafeRawBufferPointer,
                        status: Int, upstreamStatus: Int, bytesIn: Int, bytesOut: Int, verdict: StaticString,
-                       reason: String? = nil) {
+                       reason: String? = nil, requestID: UnsafeRawBufferPointer? = nil) {
         guard enabled else { return }
         let b = buffer
         let lineStart = b.writerIndex
@@ -58,6 +58,10 @@ public final class AccessLog {
         if let reason {
             b.append("\",\"reason\":\"" as StaticString)
             b.append(reason)   // a closed set of snake_case codes: nothing to escape
+        }
+        if let requestID, requestID.count > 0 {
+            b.append("\",\"request_id\":\"" as StaticString)
+            JSONText.appendEscaped(requestID, to: b)
         }
         b.append("\"}\n" as StaticString)
         if b.readableBytes > maxWrite { flush(upTo: lineStart) }

@@ -7,12 +7,22 @@ import Synchronization
 /// Operational messages (start-up, listeners, errors) as JSON lines on standard error — kept apart from the
 /// access log on standard output. Not for the request path.
 public enum Logger {
-    public enum Level: String, Sendable { case debug, info, warn, error }
+    public enum Level: String, Sendable, CaseIterable {
+        case debug, info, warn, error
+        var rank: Int { Level.allCases.firstIndex(of: self) ?? 0 }
+    }
 
     private static let lock = Mutex<Void>(())
+    private static let minimum = Atomic<Int>(Level.info.rank)
+
+    /// `--log-level`: messages below `level` are dropped (default `info`).
+    public static func setMinimumLevel(_ level: Level) { minimum.store(level.rank, ordering: .relaxed) }
+
+    public static func debug(_ m: String, _ f: KeyValuePairs<String, String> = [:]) { log(.debug, m, f) }
 
     /// Writes `{"time":…,"level":…,"msg":…, fields…}` to standard error.
     public static func log(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, String> = [:]) {
+        guard level.rank >= minimum.load(ordering: .relaxed) else { return }
         let b = ByteBuffer(capacity: 256)
         var clock = WallClock()
         b.append("{\"time\":\"" as StaticString)

@@ -1,4 +1,4 @@
-"""The admin listener: /healthz always, /readyz only once every App Check key set has loaded."""
+"""The admin listener: /healthz always, /readyz only once every App Check key set has loaded, /metrics."""
 
 import json
 import time
@@ -40,7 +40,10 @@ def test_readyz_waits_for_the_key_set(start_gateway, start_upstream):
     assert status == 200 and body == {"status": "ok"}
     status, body = _get(aport, "/readyz")
     assert status == 503 and body == {"ready": False, "waiting_for": ["jwks:fb"]}
-    assert _get(aport, "/metrics")[0] == 404
+    with _NO_PROXY.open(f"http://127.0.0.1:{aport}/metrics", timeout=5) as r:
+        assert r.status == 200
+        assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        assert "# TYPE attest_gateway_requests_total counter" in r.read().decode()
 
 
 def test_readyz_is_ready_once_keys_loaded(start_gateway, start_upstream, start_dev_issuer):

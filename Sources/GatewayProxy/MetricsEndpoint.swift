@@ -1,0 +1,67 @@
+import Attestation
+import Dispatch
+import Observability
+import Synchronization
+
+/// `GET /metrics` on the admin listener: every loop's counters (copied on their loops), the connection gauge and
+/// the process-wide families, in Prometheus text format. Labels are configuration names and reason codes only —
+/// never a token, key or request detail.
+public enum MetricsEndpoint {
+    public static func render(workers: [ProxyWorker], budget: ConnectionBudget) -> String {
+        var total = LoopMetricsSnapshot()
+        for w in workers { if let s = snapshot(w) { total.merge(s) } }
+        let names = MetricNames.shared
+        var out = PrometheusText()
+
+        out.family("attest_gateway_requests_total", "counter", "Requests answered, by route (\"-\": none matched) and status.")
+        for (key, n) in total.requests.sorted(by: { $0.key < $1.key }) {
+            out.sample("attest_gateway_requests_total", [("route", names.name(key >> 16)), ("status", String(key & 0xFFFF))], n)
+        }
+
+        out.family("attest_gateway_verifications_total", "counter",
+                   "Verification outcomes by the deciding verifier (\"-\": no token for any), result and reason.")
+        var replays: [String: UInt64] = [:]
+        let reasons = VerificationStatus.allCases
+        for (key, n) in total.verifications.sorted(by: { $0.key < $1.key }) {
+            let (verifier, outcome, reasonIndex) = VerificationKey.split(key)
+            let reason = reasonIndex < reasons.count ? reasons[reasonIndex] : nil
+            let result = switch outcome {
+            case .verified: "verified"
+            case .failed: "failed"
+            case .absent: "absent"
+            }
+            let name = names.name(verifier)
+            out.sample("attest_gateway_verifications_total",
+                       [("verifier", name), ("result", result), ("reason", reason?.code ?? "")], n)
+            if reason == .tokenReplayed || reason == .counterNotIncreasing || reason == .challengeUnknown {
+                replays[name, default: 0] &+= n
+            }
+        }
+        out.family("attest_gateway_replays_rejected_total", "counter",
+                   "Requests refused as replays (token_replayed, counter_not_increasing, challenge_unknown), by verifier.")
+        for (name, n) in replays.sorted(by: { $0.key < $1.key }) { out.sample("attest_gateway_replays_rejected_total", [("verifier", name)], n) }
+
+        var latency: [String: Histogram] = [:]
+        for (id, h) in total.upstreamLatency { latency[names.name(id)] = h }
+        out.histogram("attest_gateway_upstream_response_seconds", "From the request head sent to the response head read, by upstream.",
+                      label: "upstream", latency)
+
+        out.family("attest_gateway_active_connections", "gauge", "Open client connections.")
+        out.sample("attest_gateway_active_connections", [], UInt64(max(0, budget.current)))
+        ProcessMetrics.shared.render(into: &out)
+        return out.text
+    }
+
+    /// A copy of one loop's counters, taken on that loop; nil if it does not answer within a second (stopping).
+    static func snapshot(_ worker: ProxyWorker) -> LoopMetricsSnapshot? {
+        let done = DispatchSemaphore(value: 0)
+        let box = Mutex<LoopMetricsSnapshot?>(nil)
+        worker.loop.execute {
+            let s = worker.metrics.snapshot()
+            box.withLock { $0 = s }
+            done.signal()
+        }
+        guard done.wait(timeout: .now() + 1) == .success else { return nil }
+        return box.withLock { $0 }
+    }
+}

@@ -1,0 +1,222 @@
+import Synchronization
+
+/// Metric label values (route, verifier, upstream names) interned to small integers once, when a configuration is
+/// compiled, so the request path counts by integer keys and never hashes a string.
+public final class MetricNames: Sendable {
+    public static let shared = MetricNames()
+    private let table = Mutex<(ids: [String: Int], names: [String])>(([:], []))
+
+    public func id(_ name: String) -> Int {
+        table.withLock { t in
+            if let id = t.ids[name] { return id }
+            t.names.append(name)
+            t.ids[name] = t.names.count - 1
+            return t.names.count - 1
+        }
+    }
+
+    public func name(_ id: Int) -> String { table.withLock { id < $0.names.count ? $0.names[id] : "?" } }
+}
+
+/// A latency histogram with fixed buckets (seconds, Prometheus' default layout extended down to 100 µs).
+public struct Histogram: Sendable {
+    public static let bounds: [Double] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                          0.5, 1, 2.5, 5, 10]
+    /// Bucket upper bounds in microseconds (so observing needs no floating point).
+    static let boundMicros: [UInt64] = bounds.map { UInt64($0 * 1_000_000) }
+    public private(set) var counts = [UInt64](repeating: 0, count: Histogram.bounds.count)
+    public private(set) var count: UInt64 = 0
+    public private(set) var sumMicros: UInt64 = 0
+
+    public init() {}
+
+    @inline(__always)
+    public mutating func observe(micros: UInt64) {
+        count &+= 1
+        sumMicros &+= micros
+        var i = 0
+        let bounds = Histogram.boundMicros
+        while i < bounds.count && micros > bounds[i] { i += 1 }
+        if i < counts.count { counts[i] &+= 1 }
+    }
+
+    public mutating func merge(_ other: Histogram) {
+        count &+= other.count
+        sumMicros &+= other.sumMicros
+        for i in counts.indices { counts[i] &+= other.counts[i] }
+    }
+}
+
+/// One event loop's request counters. Loop-confined: only its loop writes them, and a scrape copies them on that
+/// loop (`EventLoop.execute`), so the request path takes no lock and no atomic.
+public final class LoopMetrics {
+    /// Key: route id << 16 | status.
+    public private(set) var requests: [Int: UInt64] = [:]
+    /// Key: verifier id << 16 | outcome << 8 | reason index (see `VerificationKey`).
+    public private(set) var verifications: [Int: UInt64] = [:]
+    /// Per upstream id: time from the request head written to the response head read.
+    public private(set) var upstreamLatency: [Int: Histogram] = [:]
+
+    public init() {}
+
+    @inline(__always) public func request(route: Int, status: Int) {
+        requests[route << 16 | (status & 0xFFFF), default: 0] &+= 1
+    }
+
+    @inline(__always) public func verification(_ key: Int) { verifications[key, default: 0] &+= 1 }
+
+    @inline(__always) public func upstreamResponse(upstream: Int, micros: UInt64) {
+        upstreamLatency[upstream, default: Histogram()].observe(micros: micros)
+    }
+
+    public func snapshot() -> LoopMetricsSnapshot {
+        LoopMetricsSnapshot(requests: requests, verifications: verifications, upstreamLatency: upstreamLatency)
+    }
+}
+
+public struct LoopMetricsSnapshot: Sendable {
+    public var requests: [Int: UInt64] = [:]
+    public var verifications: [Int: UInt64] = [:]
+    public var upstreamLatency: [Int: Histogram] = [:]
+
+    public init(requests: [Int: UInt64] = [:], verifications: [Int: UInt64] = [:], upstreamLatency: [Int: Histogram] = [:]) {
+        self.requests = requests
+        self.verifications = verifications
+        self.upstreamLatency = upstreamLatency
+    }
+
+    public mutating func merge(_ other: LoopMetricsSnapshot) {
+        for (k, v) in other.requests { requests[k, default: 0] &+= v }
+        for (k, v) in other.verifications { verifications[k, default: 0] &+= v }
+        for (k, h) in other.upstreamLatency { upstreamLatency[k, default: Histogram()].merge(h) }
+    }
+}
+
+/// How a verification key packs: verifier id (`MetricNames`), outcome, reason index.
+public enum VerificationKey {
+    public enum Outcome: Int, Sendable { case verified = 0, failed = 1, absent = 2 }
+
+    @inline(__always) public static func make(verifier: Int, outcome: Outcome, reason: Int) -> Int {
+        verifier << 16 | outcome.rawValue << 8 | (reason & 0xFF)
+    }
+
+    public static func split(_ key: Int) -> (verifier: Int, outcome: Outcome, reason: Int) {
+        (key >> 16, Outcome(rawValue: (key >> 8) & 0xFF) ?? .failed, key & 0xFF)
+    }
+}
+
+/// Process-wide metrics that change off the request path: key-set refreshes, state-store operations, reloads.
+/// Lock-guarded (a few per second, or one per state-store batch).
+public final class ProcessMetrics: Sendable {
+    public static let shared = ProcessMetrics()
+
+    private struct State {
+        var jwksRefreshes: [String: [String: UInt64]] = [:]   // verifier → result → count
+        var jwksKeys: [String: Int] = [:]
+        var stateOps: [String: Histogram] = [:]                // operation → latency
+        var stateErrors: [String: [String: UInt64]] = [:]     // operation → kind → count
+        var reloads: [String: UInt64] = [:]                    // result → count
+        var configHash = ""
+    }
+    private let state = Mutex(State())
+
+    public func jwksRefresh(verifier: String, ok: Bool, keys: Int?) {
+        state.withLock { s in
+            s.jwksRefreshes[verifier, default: [:]][ok ? "ok" : "error", default: 0] &+= 1
+            if let keys { s.jwksKeys[verifier] = keys }
+        }
+    }
+
+    public func stateOperation(_ op: String, micros: UInt64, error: String?) {
+        state.withLock { s in
+            s.stateOps[op, default: Histogram()].observe(micros: micros)
+            if let error { s.stateErrors[op, default: [:]][error, default: 0] &+= 1 }
+        }
+    }
+
+    public func reload(ok: Bool) { state.withLock { $0.reloads[ok ? "success" : "failure", default: 0] &+= 1 } }
+
+    public func setConfigHash(_ hash: String) { state.withLock { $0.configHash = hash } }
+
+    /// Appends the process-wide families in Prometheus text format.
+    public func render(into out: inout PrometheusText) {
+        let s = state.withLock { $0 }
+        out.family("attest_gateway_jwks_refreshes_total", "counter", "Key-set fetches by verifier and result.")
+        for (v, results) in s.jwksRefreshes.sorted(by: { $0.key < $1.key }) {
+            for (r, n) in results.sorted(by: { $0.key < $1.key }) { out.sample("attest_gateway_jwks_refreshes_total", [("verifier", v), ("result", r)], n) }
+        }
+        out.family("attest_gateway_jwks_keys", "gauge", "Keys in the verifier's current key set.")
+        for (v, n) in s.jwksKeys.sorted(by: { $0.key < $1.key }) { out.sample("attest_gateway_jwks_keys", [("verifier", v)], UInt64(n)) }
+        out.histogram("attest_gateway_state_operation_seconds", "State-store operations (a batch of consumes counts once).",
+                      label: "operation", s.stateOps)
+        out.family("attest_gateway_state_errors_total", "counter", "State-store operations that failed, by kind.")
+        for (op, kinds) in s.stateErrors.sorted(by: { $0.key < $1.key }) {
+            for (k, n) in kinds.sorted(by: { $0.key < $1.key }) { out.sample("attest_gateway_state_errors_total", [("operation", op), ("kind", k)], n) }
+        }
+        out.family("attest_gateway_config_reloads_total", "counter", "Configuration reloads (SIGHUP) by result.")
+        for r in ["success", "failure"] { out.sample("attest_gateway_config_reloads_total", [("result", r)], s.reloads[r] ?? 0) }
+        out.family("attest_gateway_config_info", "gauge", "The running configuration (SHA-256 of the file, first 16 hex digits).")
+        out.sample("attest_gateway_config_info", [("hash", s.configHash)], 1)
+    }
+}
+
+/// Prometheus text exposition format 0.0.4.
+public struct PrometheusText {
+    public private(set) var text = ""
+
+    public init() {}
+
+    public mutating func family(_ name: String, _ type: String, _ help: String) {
+        text += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+    }
+
+    public mutating func sample(_ name: String, _ labels: [(String, String)], _ value: UInt64) {
+        text += name
+        appendLabels(labels)
+        text += " \(value)\n"
+    }
+
+    public mutating func sample(_ name: String, _ labels: [(String, String)], seconds: Double) {
+        text += name
+        appendLabels(labels)
+        text += " \(seconds)\n"
+    }
+
+    /// A histogram family with one label distinguishing its series.
+    public mutating func histogram(_ name: String, _ help: String, label: String, _ series: [String: Histogram]) {
+        family(name, "histogram", help)
+        for (value, h) in series.sorted(by: { $0.key < $1.key }) {
+            var cumulative: UInt64 = 0
+            for (i, bound) in Histogram.bounds.enumerated() {
+                cumulative &+= h.counts[i]
+                sample(name + "_bucket", [(label, value), ("le", Self.format(bound))], cumulative)
+            }
+            sample(name + "_bucket", [(label, value), ("le", "+Inf")], h.count)
+            sample(name + "_sum", [(label, value)], seconds: Double(h.sumMicros) / 1_000_000)
+            sample(name + "_count", [(label, value)], h.count)
+        }
+    }
+
+    static func format(_ bound: Double) -> String {
+        bound == bound.rounded() ? String(Int(bound)) : String(bound)
+    }
+
+    private mutating func appendLabels(_ labels: [(String, String)]) {
+        guard !labels.isEmpty else { return }
+        text += "{"
+        for (i, (k, v)) in labels.enumerated() {
+            if i > 0 { text += "," }
+            text += k + "=\""
+            for c in v.unicodeScalars {
+                switch c {
+                case "\\": text += "\\\\"
+                case "\"": text += "\\\""
+                case "\n": text += "\\n"
+                default: text.unicodeScalars.append(c)
+                }
+            }
+            text += "\""
+        }
+        text += "}"
+    }
+}
