@@ -13,9 +13,20 @@
 #                        token's jti is consumed once (one WAL commit per request); restarted on a fresh file per run
 #     gw-lu-redis        the same with state {backend: redis} (redis-server on core 1, one Lua script per request);
 #                        restarted with a fresh key_prefix on a flushed redis per run
+#     gw-appattest-sqlite  attest-gateway with an app_attest verifier (binding: request, max_skew 24h, root_ca: a
+#                        `dev appattest ca`), state {backend: sqlite}: every request carries a fresh assertion (ECDSA
+#                        P-256 verify + one counter compare-and-set UPDATE, its own WAL commit, per request); restarted
+#                        on a fresh file per run, its simulated devices registered again (challenge + attest) before the
+#                        warm-up; load wrk -tN -cN, device k = thread k = one connection (so its counters arrive in
+#                        order), N = BENCH_APPATTEST_DEVICES (8); with sqlite3 on PATH, the counters in the file are
+#                        checked against wrk's request count after each run
 #   load     : wrk -t1 -c64 --latency, pinned to core 1 (shared with the upstream); the distinct rows use
-#              scripts/bench/tokens.lua (next token of a list per request), the repeated rows a fixed -H header
+#              scripts/bench/tokens.lua (next token of a list per request), the repeated rows a fixed -H header;
+#              gw-appattest-sqlite scripts/bench/appattest.lua (thread k sends device k's next assertion)
 #   tokens   : scripts/bench/mint_tokens.py: a fresh RSA-2048 key per invocation, Firebase App Check claims
+#   assertions: `attest-gateway dev appattest assert` before the first run (GET /bench, empty body, one timestamp),
+#              one list per device; the warm-up takes its head, the measured run the rest (disjoint counters); every
+#              run has a new store, so each round sends the same lists again as counters the store has never seen
 #
 # For each row: requests/s, p50/p99 latency, and CPU µs per request = Δ(utime+stime) of the proxy process
 # (/proc/<pid>/stat, all threads) / requests completed. CPU µs/req is the stable figure on a shared machine.
@@ -26,6 +37,10 @@
 # default 22000 x BENCH_SECONDS, at least 20000: a measured run above 22k req/s wraps the list, which is reported), BENCH_RS256 (1; 0 skips the four token rows and HAProxy).
 # BENCH_LU (1; 0 skips the two limited-use rows and redis-server; forced to 0 by BENCH_RS256=0), REDIS_BIN (default
 # redis-server on PATH), REDIS_CLI (default redis-cli on PATH).
+# BENCH_APPATTEST (1; 0 skips gw-appattest-sqlite; it runs with BENCH_RS256=0 too), BENCH_APPATTEST_DEVICES (8: wrk
+# -t and -c of that row), BENCH_APPATTEST_ASSERTIONS (per measured run, all devices together; default 20000 x
+# BENCH_SECONDS: a run above 20k req/s exhausts the lists, which is reported and makes the row invalid, as does any
+# non-2xx answer, e.g. a replayed counter's 401).
 # Exits non-zero only when something fails to start; missing the targets is reported, never asserted.
 set -euo pipefail
 
@@ -42,6 +57,10 @@ LU=${BENCH_LU:-1}
 REDIS_BIN=${REDIS_BIN:-$(command -v redis-server || echo /usr/bin/redis-server)}
 REDIS_CLI=${REDIS_CLI:-$(command -v redis-cli || echo /usr/bin/redis-cli)}
 TOKENS=${BENCH_TOKENS:-$(( SECONDS_PER_RUN * 22000 > 20000 ? SECONDS_PER_RUN * 22000 : 20000 ))}
+AA=${BENCH_APPATTEST:-1}
+AA_DEVICES=${BENCH_APPATTEST_DEVICES:-8}
+AA_ASSERTIONS=${BENCH_APPATTEST_ASSERTIONS:-$(( SECONDS_PER_RUN * 20000 ))}
+AA_TEAM=BENCH12345; AA_BUNDLE=com.example.bench; AA_REG=/.attest/ios
 TARGET_CPU_RATIO=0.8   # gateway CPU µs/req ÷ nginx CPU µs/req must be ≤ this
 TARGET_RPS_RATIO=1.2   # gateway req/s ÷ nginx req/s must be ≥ this
 TARGET_DISTINCT=1.5    # gw-rs256-distinct req/s ÷ haproxy-distinct req/s must be ≥ this
@@ -65,7 +84,13 @@ if [ "$RS256" = 1 ]; then
     echo "bench: installing python cryptography (token minter)"
     python3 -m pip install --quiet cryptography || die "python3 -m pip install cryptography failed"
   fi
-  [ -f "$HERE/bench/mint_tokens.py" ] && [ -f "$HERE/bench/tokens.lua" ] || die "scripts/bench/ helpers missing"
+  [ -f "$HERE/bench/mint_tokens.py" ] && [ -f "$HERE/bench/tokens.lua" ] && [ -f "$HERE/bench/threads.lua" ] \
+    || die "scripts/bench/ helpers missing"
+fi
+if [ "$AA" = 1 ]; then
+  [ -f "$HERE/bench/appattest.lua" ] && [ -f "$HERE/bench/threads.lua" ] || die "scripts/bench/ helpers missing"
+  [[ "$AA_DEVICES" =~ ^[1-9][0-9]*$ ]] && [[ "$AA_ASSERTIONS" =~ ^[1-9][0-9]*$ ]] \
+    || die "BENCH_APPATTEST_DEVICES and BENCH_APPATTEST_ASSERTIONS must be positive integers"
 fi
 if [ "$LU" = 1 ]; then
   [ -x "$REDIS_BIN" ] || die "redis-server not found at $REDIS_BIN (run: scripts/install-deps.sh bench, or BENCH_LU=0)"
@@ -109,6 +134,7 @@ wait_port() {
 
 UPORT=$(free_port); GPORT=$(free_port); NPORT=$(free_port); VPORT=$(free_port); HPORT=$(free_port)
 LSPORT=$(free_port); LRPORT=$(free_port); RPORT=$(free_port)   # gw-lu-sqlite, gw-lu-redis, redis-server
+AAPORT=$(free_port)                                             # gw-appattest-sqlite
 CLK_TCK=$(getconf CLK_TCK)
 BODY='attest-gateway bench upstream: 50-byte body ok.\n'   # 47 characters + newline = 48 bytes
 
@@ -226,6 +252,36 @@ backend api
 EOF
 fi
 
+if [ "$AA" = 1 ]; then
+  # One simulated device per wrk thread (dev-0 …) and one for the sanity check, under a test CA. Each list holds
+  # AA_PER_WARM assertions for the warm-ups, then AA_PER_RUN for the measured runs (counters 1, 2, … in that order).
+  AA_WARM=$(( WARMUP * 20000 > 5000 ? WARMUP * 20000 : 5000 ))
+  AA_PER_WARM=$(( (AA_WARM + AA_DEVICES - 1) / AA_DEVICES ))
+  AA_PER_RUN=$(( (AA_ASSERTIONS + AA_DEVICES - 1) / AA_DEVICES ))
+  AA_TS=$(date +%s)   # one timestamp for every assertion: the verifier's max_skew is 24h
+  mkdir -p "$TMP/aa"
+  AA_ROOT=$("$GATEWAY_BIN" dev appattest ca --dir "$TMP/aa/ca") && [ -f "$AA_ROOT" ] || die "dev appattest ca failed"
+  aa_generate() { # NAME COUNT: device $TMP/aa/dev-NAME, and COUNT assertions (counters 1..COUNT) in assert-NAME.jsonl
+    local dir=$TMP/aa/dev-$1 out=$TMP/aa/assert-$1.jsonl count=$2 c=1 k
+    "$GATEWAY_BIN" dev appattest attest --dir "$dir" --ca "$TMP/aa/ca" --team-id "$AA_TEAM" --bundle-id "$AA_BUNDLE" \
+      --challenge bench-setup >/dev/null || return 1   # creates the key; each gateway registers it again (start_aa)
+    : > "$out"
+    while (( c <= count )); do   # dev appattest assert prints at most 10 000 per call
+      k=$(( count - c + 1 > 10000 ? 10000 : count - c + 1 ))
+      "$GATEWAY_BIN" dev appattest assert --dir "$dir" --method GET --target /bench --timestamp "$AA_TS" \
+        --count "$k" --counter "$c" >> "$out" || return 1
+      c=$(( c + k ))
+    done
+    [ "$(wc -l < "$out")" = "$count" ]
+  }
+  echo "bench: creating $AA_DEVICES simulated App Attest devices and $(( AA_DEVICES * (AA_PER_WARM + AA_PER_RUN) )) assertions..."
+  gen_pids=()
+  for k in $(seq 0 $(( AA_DEVICES - 1 ))); do aa_generate "$k" $(( AA_PER_WARM + AA_PER_RUN )) & gen_pids+=("$!"); done
+  aa_generate sanity 2 || die "creating the sanity device failed"
+  for p in "${gen_pids[@]}"; do wait "$p" || die "generating App Attest assertions failed"; done
+  sync   # as for the tokens: written back now, not during the first measured runs
+fi
+
 start_nginx() { # NAME DIR CPU PORT -> sets STARTED_PID
   "$NGINX_BIN" -t -q -e "$2/err.log" -p "$2" -c "$2/nginx.conf" >"$2/stdout.log" 2>&1 \
     || { cat "$2/stdout.log" "$2/err.log" >&2 2>/dev/null || true; die "$1 nginx config test failed"; }
@@ -310,25 +366,64 @@ EOF
   wait_port "$port" "${!pidvar}" "attest-gateway (limited use, $kind)" "$err"
 }
 
+# start_aa TAG DEVICE…: (re)starts gw-appattest-sqlite on a new SQLite file (the previous one deleted), so no counter
+# is known to it, and registers each device's key with it (challenge, attest: 201). Sets AA_PID.
+AA_PID=""
+start_aa() {
+  local tag=$1 d; shift
+  if [ -n "$AA_PID" ]; then
+    if ! kill -0 "$AA_PID" 2>/dev/null; then
+      echo "--- gw-appattest-sqlite (pid $AA_PID) had exited; its stderr (last 30 lines):"; tail -n 30 "$TMP/aa/gw.err" || true
+    fi
+    stop_pid "$AA_PID"
+  fi
+  rm -f "$TMP"/aa/state-*.db "$TMP"/aa/state-*.db-wal "$TMP"/aa/state-*.db-shm
+  AA_DB=$TMP/aa/state-$tag.db
+  cat > "$TMP/aa/gateway.yml" <<EOF
+version: 1
+listeners: [{address: 127.0.0.1:$AAPORT}]
+state: {backend: sqlite, path: $AA_DB}
+upstreams:
+  api: {url: "http://127.0.0.1:$UPORT", max_idle_connections: 256}
+verifiers:
+  aa: {type: app_attest, team_id: $AA_TEAM, bundle_ids: [$AA_BUNDLE], root_ca: $AA_ROOT, binding: request, max_skew: 24h, registration_path: $AA_REG}
+routes:
+  - {name: bench, match: {path_prefix: /}, upstream: api, verify: [aa]}
+EOF
+  taskset -c 0 "$GATEWAY_BIN" serve --config "$TMP/aa/gateway.yml" --workers 1 >/dev/null 2>"$TMP/aa/gw.err" &
+  AA_PID=$!; PIDS+=("$AA_PID")
+  wait_port "$AAPORT" "$AA_PID" "attest-gateway (app attest)" "$TMP/aa/gw.err"
+  for d in "$@"; do aa_register "$d"; done
+}
+
 start_nginx "upstream" "$TMP/upstream" 1 "$UPORT"; UP_PID=$STARTED_PID
 start_nginx "nginx proxy" "$TMP/nginxproxy" 0 "$NPORT"; NG_PID=$STARTED_PID
 start_gateway
 if [ "$RS256" = 1 ]; then start_gateway rs256; start_haproxy; fi
 if [ "$LU" = 1 ]; then start_redis; start_lu sqlite sanity; start_lu redis sanity; fi
 
-# probe PORT [TOKEN] -> sets PROBE_STATUS (status code or "none") and PROBE_REPLY (raw reply)
-probe() {
-  local hdr=""
-  [ -n "${2:-}" ] && hdr="X-Firebase-AppCheck: $2"$'\r\n'
+# exchange PORT METHOD TARGET HEADERS [BODY]: one request (HEADERS: "Name: value\r\n" lines) on a new connection
+# -> sets PROBE_STATUS (status code or "none") and PROBE_REPLY (raw reply)
+exchange() {
   PROBE_REPLY=""; PROBE_STATUS=none
   exec 3<>"/dev/tcp/127.0.0.1/$1" || return 0
-  printf 'GET /bench HTTP/1.1\r\nHost: 127.0.0.1\r\n%sConnection: close\r\n\r\n' "$hdr" >&3
+  if [ $# -ge 5 ]; then   # a body (ASCII here: the length in characters is the length in bytes)
+    printf '%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%sContent-Length: %d\r\nConnection: close\r\n\r\n%s' "$2" "$3" "$4" "${#5}" "$5" >&3
+  else
+    printf '%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%sConnection: close\r\n\r\n' "$2" "$3" "$4" >&3
+  fi
   PROBE_REPLY=$(timeout 5 cat <&3 || true); exec 3<&- 3>&-
   if [[ "$PROBE_REPLY" =~ ^HTTP/1\.[01]\ ([0-9]{3}) ]]; then PROBE_STATUS=${BASH_REMATCH[1]}; fi
 }
+# probe PORT [TOKEN] [HEADERS]: GET /bench, with the token in X-Firebase-AppCheck and/or HEADERS
+probe() {
+  local hdr=""
+  [ -n "${2:-}" ] && hdr="X-Firebase-AppCheck: $2"$'\r\n'
+  exchange "$1" GET /bench "$hdr${3:-}"
+}
 # Sanity: one request through each proxy must return the upstream body (with a valid token where one is needed).
-check_pass() { # NAME PORT [TOKEN]
-  probe "$2" "${3:-}"
+check_pass() { # NAME PORT [TOKEN] [HEADERS]
+  probe "$2" "${3:-}" "${4:-}"
   if [ "$PROBE_STATUS" != 200 ] || [[ "$PROBE_REPLY" != *"50-byte body ok."* ]]; then
     loud "sanity request through $1 (127.0.0.1:$2) did not return the upstream's 200 + body"
     printf '%s\n' "$PROBE_REPLY" | head -n 20
@@ -371,6 +466,43 @@ if [ "$LU" = 1 ]; then
   done
   echo
 fi
+aa_headers() { # LINE: one line of `dev appattest assert` (a flat JSON object of strings) -> AA_HDR, "Name: value\r\n" each
+  local line=$1; AA_HDR=""
+  while [[ "$line" =~ \"([A-Za-z-]+)\":\"([^\"]*)\"(.*) ]]; do
+    AA_HDR+="${BASH_REMATCH[1]}: ${BASH_REMATCH[2]}"$'\r\n'; line=${BASH_REMATCH[3]}
+  done
+}
+aa_register() { # DEVICE_DIR: registers the device's key with gw-appattest-sqlite (new challenge, same key); dies unless 201
+  local body
+  exchange "$AAPORT" POST "$AA_REG/challenge" "" ""
+  if [ "$PROBE_STATUS" != 200 ] || ! [[ "$PROBE_REPLY" =~ \"challenge\":\"([A-Za-z0-9_=-]+)\" ]]; then
+    printf '%s\n' "$PROBE_REPLY" | head -n 20; die "gw-appattest-sqlite: POST $AA_REG/challenge answered $PROBE_STATUS, not 200"
+  fi
+  body=$("$GATEWAY_BIN" dev appattest attest --dir "$1" --ca "$TMP/aa/ca" --team-id "$AA_TEAM" --bundle-id "$AA_BUNDLE" \
+    --challenge "${BASH_REMATCH[1]}") || die "dev appattest attest failed for $1"
+  exchange "$AAPORT" POST "$AA_REG/attest" $'Content-Type: application/json\r\n' "$body"
+  if [ "$PROBE_STATUS" != 201 ]; then
+    printf '%s\n' "$PROBE_REPLY" | head -n 20; die "gw-appattest-sqlite: registering $1 answered $PROBE_STATUS, not 201"
+  fi
+}
+if [ "$AA" = 1 ]; then
+  echo "sanity, app attest (must be: counter 2 200, counter 2 again 401 counter_not_increasing, counter 1 after it 401 counter_not_increasing, no assertion 401 missing_token):"
+  start_aa sanity "$TMP/aa/dev-sanity"
+  aa_headers "$(sed -n 1p "$TMP/aa/assert-sanity.jsonl")"; AA_HDR1=$AA_HDR
+  aa_headers "$(sed -n 2p "$TMP/aa/assert-sanity.jsonl")"
+  check_pass gw-appattest-sqlite "$AAPORT" "" "$AA_HDR"; s_fresh=$PROBE_STATUS
+  probe "$AAPORT" "" "$AA_HDR"; s_again="$PROBE_STATUS $(probe_reason)"
+  probe "$AAPORT" "" "$AA_HDR1"; s_lower="$PROBE_STATUS $(probe_reason)"
+  probe "$AAPORT"; s_none="$PROBE_STATUS $(probe_reason)"
+  printf '  %-22s counter 2 %s, counter 2 again %s, counter 1 after it %s, no assertion %s\n' gw-appattest-sqlite \
+    "$s_fresh" "$s_again" "$s_lower" "$s_none"
+  if [ "$s_again" != "401 counter_not_increasing" ] || [ "$s_lower" != "401 counter_not_increasing" ] \
+     || [ "$s_none" != "401 missing_token" ]; then
+    loud "gw-appattest-sqlite does not enforce App Attest (again: $s_again, lower: $s_lower, none: $s_none)"
+    die "gw-appattest-sqlite does not enforce App Attest"
+  fi
+  echo
+fi
 
 cpu_ticks() { # utime+stime of PID (all threads), in clock ticks; fields 14 and 15, counted after the ')' of comm
   local s; s=$(cat "/proc/$1/stat") || return 1
@@ -395,6 +527,11 @@ if [ "$LU" = 1 ]; then
   echo "          SQLite file in $TMP/lu ($(df -PT "$TMP" | awk 'NR == 2 { print $2 }')) / a flushed redis + new key_prefix; warm-ups from a separate"
   echo "          $LU_WARM-token slice; $("$REDIS_BIN" --version | awk '{ print $1, $2, $3 }') (pid $RS_PID, core 1, no persistence)"
 fi
+if [ "$AA" = 1 ]; then
+  echo "aa      : gw-appattest-sqlite: app_attest verifier, binding request (core 0), restarted before each run on a new SQLite"
+  echo "          file in $TMP/aa, its $AA_DEVICES devices registered again; wrk -t$AA_DEVICES -c$AA_DEVICES (device k = thread k = 1 connection);"
+  echo "          $AA_PER_WARM assertions per device for warm-ups, then $AA_PER_RUN for the measured run (from counter $(( AA_PER_WARM + 1 )))"
+fi
 echo "load    : $WRK_CMD   (warm-up ${WARMUP}s before each run, $ROUNDS rounds, order reverses every round)"
 echo "command : GATEWAY_BIN=$GATEWAY_BIN BENCH_SECONDS=$SECONDS_PER_RUN BENCH_ROUNDS=$ROUNDS $0"
 echo
@@ -403,10 +540,13 @@ ANY_ERRORS=0
 declare -A R   # R[name,round,metric]
 # wrk_run MODE SECONDS PORT [--latency]: MODE none (no token), repeated (one token, fixed header), distinct
 # (tokens.lua from the start of the list), distinct-warmup (tokens.lua from the middle of the list), lu (as
-# distinct), lu-warmup (tokens.lua over the limited-use rows' own warm-up slice, never sent in a measured run)
+# distinct), lu-warmup (tokens.lua over the limited-use rows' own warm-up slice, never sent in a measured run),
+# aa (appattest.lua, one thread and connection per device, the assertions after each list's warm-up head),
+# aa-warmup (the same over each list's head)
 wrk_run() {
-  local mode=$1 secs=$2 port=$3 extra=${4:-} url="http://127.0.0.1:$3/bench"
-  local base=(timeout $(( secs + 60 )) taskset -c 1 wrk -t1 -c"$CONNS" -d"${secs}s" $extra)
+  local mode=$1 secs=$2 port=$3 extra=${4:-} url="http://127.0.0.1:$3/bench" conns=$CONNS threads=1
+  [[ "$mode" == aa* ]] && conns=$AA_DEVICES threads=$AA_DEVICES
+  local base=(timeout $(( secs + 60 )) taskset -c 1 wrk -t"$threads" -c"$conns" -d"${secs}s" $extra)
   case "$mode" in
     none) "${base[@]}" "$url" ;;
     repeated) "${base[@]}" -H "X-Firebase-AppCheck: $REPEATED_TOKEN" "$url" ;;
@@ -416,6 +556,10 @@ wrk_run() {
       "${base[@]}" -s "$HERE/bench/tokens.lua" "$url" ;;
     lu-warmup) BENCH_TOKEN_FILE="$TMP/tokens/lu-warmup.jwt" BENCH_TOKEN_START=0 BENCH_WRK_THREADS=1 \
       "${base[@]}" -s "$HERE/bench/tokens.lua" "$url" ;;
+    aa) BENCH_AA_DIR="$TMP/aa" BENCH_AA_FIRST=$(( AA_PER_WARM + 1 )) BENCH_AA_LAST=$(( AA_PER_WARM + AA_PER_RUN )) \
+      "${base[@]}" -s "$HERE/bench/appattest.lua" "$url" ;;
+    aa-warmup) BENCH_AA_DIR="$TMP/aa" BENCH_AA_FIRST=1 BENCH_AA_LAST="$AA_PER_WARM" \
+      "${base[@]}" -s "$HERE/bench/appattest.lua" "$url" ;;
   esac
 }
 # run_one NAME PORT PID ROUND MODE [SIDE_PID]: SIDE_PID (redis-server) gets its own CPU µs/req (metric scpu)
@@ -423,7 +567,11 @@ run_one() {
   local name=$1 port=$2 pid=$3 round=$4 mode=${5:-none} side=${6:-} out t0 t1 s0 s1 reqs rps p50 p99 non2xx sockerr cpu wmode=${5:-none}
   [ "$mode" = distinct ] && wmode=distinct-warmup
   [ "$mode" = lu ] && wmode=lu-warmup
-  wrk_run "$wmode" "$WARMUP" "$port" >/dev/null 2>&1 || true
+  [ "$mode" = aa ] && wmode=aa-warmup
+  out=$(wrk_run "$wmode" "$WARMUP" "$port" 2>&1) || true
+  if [ "$mode" = aa ] && [ "$(wraps_in "$out")" != 0 ]; then   # it replayed its own head: 401s, but all below the run's counters
+    echo "bench: $name round $round: the warm-up used up its $AA_PER_WARM assertions per device and replayed them (401s in the warm-up only)"
+  fi
   if ! kill -0 "$pid" 2>/dev/null; then
     loud "$name (pid $pid) DIED during warm-up in round $round"; ANY_ERRORS=1; return 1
   fi
@@ -451,8 +599,18 @@ run_one() {
   if [ -n "$side" ] && [ -n "$s0" ] && [ -n "$s1" ]; then
     R[$name,$round,scpu]=$(awk -v d=$(( s1 - s0 )) -v hz="$CLK_TCK" -v n="$reqs" 'BEGIN { printf "%.2f", d / hz * 1e6 / n }')
   fi
+  if [ "$mode" = aa ]; then   # the lists must last the run: after a wrap every request is a replayed counter (401)
+    local wraps; wraps=$(wraps_in "$out")
+    R[$name,$round,wraps]=$wraps
+    if [ "$wraps" != 0 ]; then
+      ANY_ERRORS=1
+      R[$name,$round,err]="${R[$name,$round,err]}assertion lists exhausted ${wraps}x (raise BENCH_APPATTEST_ASSERTIONS); "
+      loud "$name round $round: a device's $AA_PER_RUN assertions ran out ($wraps wrap-arounds): replays followed, the run is INVALID; raise BENCH_APPATTEST_ASSERTIONS"
+    fi
+    aa_store_check "$name" "$round" "$reqs"
+  fi
   if [ "$mode" = distinct ] || [ "$mode" = lu ]; then   # the list must not wrap within a measured run (else tokens repeat)
-    local wraps; wraps=$(awk '/^bench-tokens:/ { w += $(NF - 1) } END { print w + 0 }' <<<"$out")
+    local wraps; wraps=$(wraps_in "$out")
     R[$name,$round,wraps]=$wraps
     if [ "$wraps" != 0 ]; then
       R[$name,$round,err]="${R[$name,$round,err]}token list wrapped ${wraps}x (raise BENCH_TOKENS)"
@@ -465,16 +623,38 @@ run_one() {
     if [ "$mode" = lu ] && [ -n "$non2xx" ]; then
       loud "$name round $round: $non2xx requests were refused in a limited-use run: a REPLAY slipped in, or the store failed (see its stderr at the end)"
     fi
+    if [ "$mode" = aa ] && [ -n "$non2xx" ]; then
+      loud "$name round $round: $non2xx requests were REJECTED: the row is INVALID (a counter replayed or out of order, or the store failed; see its stderr at the end)"
+    fi
+  fi
+}
+
+wraps_in() { # WRK_OUTPUT: wrap-arounds summed over the "bench-tokens:" / "bench-appattest:" lines of tokens.lua / appattest.lua
+  awk '/^bench-(tokens|appattest):/ { w += $(NF - 1) } END { print w + 0 }' <<<"$1"
+}
+# aa_store_check NAME ROUND REQUESTS: with sqlite3 on PATH, reads the devices' counters in the gateway's SQLite file: each
+# measured run starts at counter AA_PER_WARM + 1, so the counters advanced by the assertions the store accepted; that
+# must be wrk's completed requests (plus at most one in flight per device when wrk stopped).
+aa_store_check() {
+  command -v sqlite3 >/dev/null || return 0
+  local accepted
+  accepted=$(sqlite3 "$AA_DB" "SELECT COALESCE(SUM(counter - $AA_PER_WARM), 0) FROM keys WHERE counter > $AA_PER_WARM" 2>&1) \
+    || { echo "bench: $1 round $2: reading the counters from $AA_DB failed: $accepted"; return 0; }
+  R[$1,$2,stored]=$accepted
+  if (( accepted < $3 || accepted > $3 + AA_DEVICES )); then
+    ANY_ERRORS=1
+    R[$1,$2,err]="${R[$1,$2,err]}store accepted $accepted assertions for $3 requests; "
+    loud "$1 round $2: the store's counters advanced by $accepted for $3 completed requests: not one accepted assertion per request"
   fi
 }
 
 row() { # NAME ROUND
-  printf '| %-17s | %10s | %8s | %8s | %12s | %8s | %11s | %s\n' "$1" "${R[$1,$2,rps]:-FAILED}" "${R[$1,$2,p50]:--}" \
+  printf '| %-19s | %10s | %8s | %8s | %12s | %8s | %11s | %s\n' "$1" "${R[$1,$2,rps]:-FAILED}" "${R[$1,$2,p50]:--}" \
     "${R[$1,$2,p99]:--}" "${R[$1,$2,cpu]:--}" "${R[$1,$2,cpus]:--}" "${R[$1,$2,reqs]:--}" "${R[$1,$2,err]:-none}"
 }
 header() {
-  printf '| %-17s | %10s | %8s | %8s | %12s | %8s | %11s | %s\n' proxy "req/s" "p50 us" "p99 us" "CPU us/req" "CPU s" requests "wrk errors"
-  printf '|%s|%s|%s|%s|%s|%s|%s|%s\n' ------------------- ------------ ---------- ---------- -------------- ---------- ------------- -----------
+  printf '| %-19s | %10s | %8s | %8s | %12s | %8s | %11s | %s\n' proxy "req/s" "p50 us" "p99 us" "CPU us/req" "CPU s" requests "wrk errors"
+  printf '|%s|%s|%s|%s|%s|%s|%s|%s\n' --------------------- ------------ ---------- ---------- -------------- ---------- ------------- -----------
 }
 
 # Rows: NAME:PORTVAR:PIDVAR:MODE. The order reverses every round.
@@ -484,6 +664,7 @@ if [ "$RS256" = 1 ]; then
          "haproxy-distinct:HPORT:HA_PID:distinct" "haproxy-repeated:HPORT:HA_PID:repeated")
 fi
 if [ "$LU" = 1 ]; then ROWS+=("gw-lu-sqlite:LSPORT:LS_PID:lu" "gw-lu-redis:LRPORT:LR_PID:lu"); fi
+if [ "$AA" = 1 ]; then ROWS+=("gw-appattest-sqlite:AAPORT:AA_PID:aa"); fi
 NAMES=(); for r in "${ROWS[@]}"; do NAMES+=("${r%%:*}"); done
 
 ensure_running() { # restart a proxy that died in an earlier run (reported there)
@@ -511,12 +692,14 @@ for round in $(seq 1 "$ROUNDS"); do
     case "$name" in   # a token is accepted once: fresh state before every measured run of a limited-use row
       gw-lu-sqlite) start_lu sqlite "r$round" ;;
       gw-lu-redis) start_lu redis "r$round"; side=$RS_PID ;;
+      gw-appattest-sqlite) start_aa "r$round" "$TMP"/aa/dev-[0-9]* ;;   # a counter is accepted once: fresh store too
     esac
     run_one "$name" "${!portvar}" "${!pidvar}" "$round" "$mode" $side || true
   done
   echo "-- round $round (order: $(for r in "${order[@]}"; do printf '%s ' "${r%%:*}"; done))"
   header; for name in "${NAMES[@]}"; do row "$name" "$round"; done
   if [ "$LU" = 1 ]; then echo "   redis-server CPU us/req during gw-lu-redis: ${R[gw-lu-redis,$round,scpu]:--}"; fi
+  if [ "$AA" = 1 ]; then echo "   assertions the SQLite store accepted during gw-appattest-sqlite: ${R[gw-appattest-sqlite,$round,stored]:--} (needs sqlite3 on PATH)"; fi
   echo
 done
 
@@ -529,6 +712,13 @@ for name in "${NAMES[@]}"; do
   for m in rps p50 p99 cpu cpus reqs scpu; do R[$name,median,$m]=$(median "$name" "$m"); done
   R[$name,median,err]=""
 done
+if [ "$AA" = 1 ]; then   # one rejected request (a replay or a store failure) invalidates the App Attest row
+  for r in $(seq 1 "$ROUNDS"); do
+    if [ -z "${R[gw-appattest-sqlite,$r,rps]:-}" ] || [ -n "${R[gw-appattest-sqlite,$r,err]:-}" ]; then
+      R[gw-appattest-sqlite,median,err]="INVALID: errors in round $r (see above)"
+    fi
+  done
+fi
 echo "-- median of $ROUNDS rounds"
 header; for name in "${NAMES[@]}"; do row "$name" median; done
 if [ "$LU" = 1 ]; then echo "   redis-server CPU us/req during gw-lu-redis: ${R[gw-lu-redis,median,scpu]:--}"; fi
@@ -576,9 +766,27 @@ if [ "$LU" = 1 ]; then
     if (r != "" && rs != "") printf " + %.2f in redis-server (core 1, not in the gateway figure) = %+.2f", rs, r - d + rs
     print "" }'
 fi
+if [ "$AA" = 1 ]; then
+  echo "-- App Attest assertions (binding: request; ECDSA P-256 verify + SQLite counter compare-and-set per request; wrk -c$AA_DEVICES, the others -c$CONNS)"
+  ratio "req/s       gw-appattest-sqlite ÷ attest-gateway   " gw-appattest-sqlite rps attest-gateway rps - info
+  ratio "CPU µs/req  gw-appattest-sqlite ÷ attest-gateway   " gw-appattest-sqlite cpu attest-gateway cpu - info
+  if [ "$RS256" = 1 ]; then
+    ratio "req/s       gw-appattest-sqlite ÷ gw-rs256-distinct" gw-appattest-sqlite rps gw-rs256-distinct rps - info
+    ratio "CPU µs/req  gw-appattest-sqlite ÷ gw-rs256-distinct" gw-appattest-sqlite cpu gw-rs256-distinct cpu - info
+  else
+    echo "req/s       gw-appattest-sqlite ÷ gw-rs256-distinct = n/a (BENCH_RS256=0)"
+    echo "CPU µs/req  gw-appattest-sqlite ÷ gw-rs256-distinct = n/a (BENCH_RS256=0)"
+  fi
+  awk -v a="${R[gw-appattest-sqlite,median,cpu]:-}" -v g="${R[attest-gateway,median,cpu]:-}" -v d="${R[gw-rs256-distinct,median,cpu]:-}" 'BEGIN {
+    if (a == "" || g == "") exit
+    printf "CPU µs/req added by App Attest (vs attest-gateway): %+.2f", a - g
+    if (d != "") printf "; %+.2f more than RS256 App Check (vs gw-rs256-distinct)", a - d
+    print "" }'
+  if [ -n "${R[gw-appattest-sqlite,median,err]}" ]; then echo "gw-appattest-sqlite: ${R[gw-appattest-sqlite,median,err]}: its figures do not count"; fi
+fi
 if [ "$ANY_ERRORS" -ne 0 ]; then
   loud "SOME RUNS HAD ERRORS (see above): their figures are not comparable"
-  for f in gateway.err gateway-rs256.err haproxy/haproxy.log lu/gw-sqlite.err lu/gw-redis.err redis/redis.log; do
+  for f in gateway.err gateway-rs256.err haproxy/haproxy.log lu/gw-sqlite.err lu/gw-redis.err redis/redis.log aa/gw.err; do
     if [ -s "$TMP/$f" ]; then echo "--- $f (last 30 lines):"; tail -n 30 "$TMP/$f"; fi
   done
 fi

@@ -5,14 +5,8 @@
 --                      measured run, so a measured run never meets a token the warm-up just put in a cache
 -- With N threads, thread k walks its own slice [k*n/N, (k+1)*n/N) of the list from that starting point and
 -- wraps inside it; done() prints one "bench-tokens:" line per thread (list size, requests, wrap-arounds).
-local threads = {}
-local counter = 0
-
-function setup(thread)
-  thread:set("id", counter)
-  counter = counter + 1
-  table.insert(threads, thread)
-end
+dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "threads.lua")   -- setup() and done()
+bench_tag, bench_items = "bench-tokens", "distinct tokens in its slice"
 
 -- wrk does not tell init how many threads there are: the caller passes -t again as BENCH_WRK_THREADS (default 1)
 local function thread_count()
@@ -42,11 +36,4 @@ function request()
   if pos > n then pos = 1; wraps = wraps + 1 end
   sent = sent + 1
   return prefix .. tokens[pos] .. "\r\n\r\n"
-end
-
-function done(summary, latency, requests)
-  for _, t in ipairs(threads) do
-    io.write(string.format("bench-tokens: thread %d: %d distinct tokens in its slice, %d requests built, %d wrap-arounds\n",
-      t:get("id"), t:get("n"), t:get("sent"), t:get("wraps")))
-  end
 end
