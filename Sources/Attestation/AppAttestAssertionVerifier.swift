@@ -37,10 +37,28 @@ public struct AppAttestAssertionVerifier: Sendable {
         }
     }
 
+    /// `verify` with the key already built — the gateway keeps built keys, as building one from its bytes costs
+    /// more than the signature check itself (OpenSSL's decoder).
+    public func verify(
+        assertion: [UInt8], clientData: [UInt8], key: ECPublicKey, appID: String, previousCounter: UInt32
+    ) -> Result<VerifiedAppAttestAssertion, AppAttestFailure> {
+        switch AppAttestAssertionObject.parse(assertion) {
+        case .failure(let error): return .failure(.malformed(error.description))
+        case .success(let object):
+            return check(object, clientData: clientData, key: key, appID: appID, previousCounter: previousCounter)
+        }
+    }
+
     private func check(
         _ object: AppAttestAssertionObject, clientData: [UInt8], publicKey: [UInt8], appID: String, previousCounter: UInt32
     ) -> Result<VerifiedAppAttestAssertion, AppAttestFailure> {
         guard let key = ECPublicKey(uncompressedP256: publicKey) else { return .failure(.badPublicKey) }
+        return check(object, clientData: clientData, key: key, appID: appID, previousCounter: previousCounter)
+    }
+
+    private func check(
+        _ object: AppAttestAssertionObject, clientData: [UInt8], key: ECPublicKey, appID: String, previousCounter: UInt32
+    ) -> Result<VerifiedAppAttestAssertion, AppAttestFailure> {
         let authData = object.authenticatorData
 
         let hasher = SHA256Hasher()

@@ -115,10 +115,18 @@ public final class AppAttestVerifier: Sendable {
     /// against `previousCounter` here; the caller advances it atomically in the store.
     public func verifyAssertion(_ assertion: [UInt8], clientData: [UInt8], publicKey: [UInt8], keyAppID: String,
                                 keyEnvironment: String, previousCounter: UInt32) -> Result<VerifiedAppAttestAssertion, VerificationStatus> {
+        guard let key = ECPublicKey(uncompressedP256: publicKey) else { return .failure(.badAssertion) }
+        return verifyAssertion(assertion, clientData: clientData, key: key, keyAppID: keyAppID, keyEnvironment: keyEnvironment,
+                               previousCounter: previousCounter)
+    }
+
+    /// `verifyAssertion` with the stored key already built (the gateway's key cache keeps it).
+    public func verifyAssertion(_ assertion: [UInt8], clientData: [UInt8], key: ECPublicKey, keyAppID: String,
+                                keyEnvironment: String, previousCounter: UInt32) -> Result<VerifiedAppAttestAssertion, VerificationStatus> {
         guard appIDs.contains(keyAppID), let env = AppAttestEnvironment(rawValue: keyEnvironment), environment.accepts(env) else {
             return .failure(.appNotAllowed)
         }
-        switch AppAttestAssertionVerifier().verify(assertion: assertion, clientData: clientData, publicKey: publicKey,
+        switch AppAttestAssertionVerifier().verify(assertion: assertion, clientData: clientData, key: key,
                                                    appID: keyAppID, previousCounter: previousCounter) {
         case .failure(let failure): return .failure(failure.status)
         case .success(let verified):

@@ -48,8 +48,8 @@ extension DownstreamConnection {
             respondLocal(.verifierUnavailable(), close: true)
             return
         }
-        if let key = state.appAttestKeys.get(ctx.presented.keyID) {
-            checkAssertion(with: key)
+        if let entry = state.appAttestKeys.get(ctx.presented.keyID) {
+            checkAssertion(with: entry)
             return
         }
         exchange.awaitingState = true
@@ -61,9 +61,12 @@ extension DownstreamConnection {
             guard !conn.closed, conn.exchange.awaitingState else { return }
             conn.exchange.awaitingState = false
             switch result {
-            case .success(let key?):
-                state.appAttestKeys.put(key)
-                conn.checkAssertion(with: key)
+            case .success(let record?):
+                if let entry = state.appAttestKeys.put(record) {
+                    conn.checkAssertion(with: entry)
+                } else {
+                    conn.appAttestFinished(.rejected(.badAssertion))   // a stored key that is not a P-256 point
+                }
             case .success(nil): conn.appAttestFinished(.rejected(.unknownKeyID))
             case .failure: conn.appAttestFinished(.rejected(.stateUnavailable))
             }
@@ -72,7 +75,8 @@ extension DownstreamConnection {
     }
 
     /// Signature, app, environment and extension policy on the loop; then the counter (and the challenge) in the store.
-    private func checkAssertion(with key: AttestedKeyRecord) {
+    private func checkAssertion(with entry: AppAttestKeyCache.Entry) {
+        let key = entry.record
         guard let ctx = appAttestContext, let state = gen.runtime.state, let held = exchange.heldBody else { return }
         let clientData: [UInt8]
         if let challenge = ctx.presented.challenge {
@@ -86,7 +90,7 @@ extension DownstreamConnection {
             }
         }
         let verified: VerifiedAppAttestAssertion
-        switch ctx.verifier.verifyAssertion(ctx.presented.assertion, clientData: clientData, publicKey: key.publicKey,
+        switch ctx.verifier.verifyAssertion(ctx.presented.assertion, clientData: clientData, key: entry.key,
                                             keyAppID: key.appID, keyEnvironment: key.environment, previousCounter: 0) {
         case .failure(let status):
             appAttestFinished(.rejected(status))

@@ -1,4 +1,5 @@
 import Attestation
+import GatewayCrypto
 import Synchronization
 import StateStore
 
@@ -28,21 +29,32 @@ struct RegistrationEndpoints: Sendable {
     }
 }
 
-/// App Attest keys already loaded from the state store, shared by every loop. A key's public key, app id and
+/// App Attest keys already loaded from the state store, shared by every loop, with their public keys already
+/// built (building one from its bytes costs more than the signature check). A key's public key, app id and
 /// environment never change after registration, so a cached copy is always right; its counter is not cached
 /// (every assertion advances it in the store). Bounded: when full, it starts over.
 final class AppAttestKeyCache: Sendable {
-    private let keys = Mutex<[String: AttestedKeyRecord]>([:])
+    struct Entry: Sendable {
+        let record: AttestedKeyRecord
+        let key: ECPublicKey
+    }
+
+    private let keys = Mutex<[String: Entry]>([:])
     let capacity: Int
 
     init(capacity: Int = 100_000) { self.capacity = capacity }
 
-    func get(_ keyID: String) -> AttestedKeyRecord? { keys.withLock { $0[keyID] } }
+    func get(_ keyID: String) -> Entry? { keys.withLock { $0[keyID] } }
 
-    func put(_ record: AttestedKeyRecord) {
+    /// Caches `record` and returns its entry; nil when its public key is not a valid P-256 point.
+    @discardableResult
+    func put(_ record: AttestedKeyRecord) -> Entry? {
+        guard let key = ECPublicKey(uncompressedP256: record.publicKey) else { return nil }
+        let entry = Entry(record: record, key: key)
         keys.withLock { keys in
             if keys.count >= capacity { keys.removeAll(keepingCapacity: true) }
-            keys[record.keyID] = record
+            keys[record.keyID] = entry
         }
+        return entry
     }
 }
