@@ -12,6 +12,20 @@ extension ConfigLoader {
         return AdminConfig(address: address)
     }
 
+    /// `forward_auth: {path: /.attest/verify}` (an extension of the contract).
+    static func decodeForwardAuth(_ top: MappingReader) -> ForwardAuthConfig? {
+        guard let map = top.mapping("forward_auth") else { return nil }
+        map.rejectUnknownKeys(allowed: ["path"])
+        guard let text = map.string("path", required: true) else { return nil }
+        guard text.hasPrefix("/"), text.count > 1, !text.contains("?"), !text.contains("#"), !text.contains(" ") else {
+            map.report("must start with \"/\" and name a path (e.g. /.attest/verify)", key: "path")
+            return nil
+        }
+        var path = text
+        while path.count > 1 && path.hasSuffix("/") { path.removeLast() }
+        return ForwardAuthConfig(path: path)
+    }
+
     /// A `host:port` value; reports `invalid address`.
     static func socketAddress(_ mapping: MappingReader, _ key: String, required: Bool) -> SocketAddressConfig? {
         guard let text = mapping.string(key, required: required) else { return nil }

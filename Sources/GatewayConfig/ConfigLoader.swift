@@ -7,7 +7,8 @@ import Foundation
 /// The loader only reads the configuration file itself: files it names (certificates, keys) are resolved but
 /// not opened, so `check-config` works on another machine.
 public enum ConfigLoader {
-    static let topLevelKeys = ["version", "listeners", "admin", "limits", "state", "upstreams", "verifiers", "routes"]
+    static let topLevelKeys = ["version", "listeners", "admin", "limits", "state", "upstreams", "verifiers", "routes",
+                               "forward_auth"]
 
     /// Reads and validates the file. Relative paths inside (tls files, jwks_file, private keys, root CAs,
     /// state.path) are resolved against the config file's directory and stored resolved.
@@ -62,10 +63,13 @@ public enum ConfigLoader {
         let upstreams = decodeUpstreams(top)
         let verifiers = decodeVerifiers(top)
         let routes = decodeRoutes(top, upstreams: upstreams.declared, verifiers: verifiers.declared, limits: limits)
+        let forwardAuth = decodeForwardAuth(top)
 
         guard context.errors.isEmpty else { return nil }
-        return GatewayConfiguration(version: version ?? 1, listeners: listeners.map(\.config), admin: admin,
-                                    limits: limits, state: state, upstreams: upstreams.configs,
-                                    verifiers: verifiers.configs, routes: routes)
+        var configuration = GatewayConfiguration(version: version ?? 1, listeners: listeners.map(\.config), admin: admin,
+                                                 limits: limits, state: state, upstreams: upstreams.configs,
+                                                 verifiers: verifiers.configs, routes: routes)
+        configuration.forwardAuth = forwardAuth
+        return configuration
     }
 }

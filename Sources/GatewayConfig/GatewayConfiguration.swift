@@ -12,6 +12,8 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var verifiers: [VerifierConfig]
     /// Routes in file order (first match wins).
     public var routes: [RouteConfig]
+    /// Extension: the forward-auth endpoint (nginx `auth_request`, Traefik `forwardAuth`, Envoy `ext_authz`).
+    public var forwardAuth: ForwardAuthConfig? = nil
 
     public init(version: Int, listeners: [ListenerConfig], admin: AdminConfig?, limits: LimitsConfig,
                 state: StateConfig, upstreams: [UpstreamConfig], verifiers: [VerifierConfig], routes: [RouteConfig]) {
@@ -219,4 +221,13 @@ public struct RouteConfig: Sendable, Equatable {
     public init(name: String, match: RouteMatchConfig, upstream: String) {
         self.name = name; self.match = match; self.upstream = upstream
     }
+}
+
+/// `forward_auth:` — an endpoint on every listener that judges a request another proxy is about to forward, by the
+/// route its original method, URI and host match, and answers 200 (with the `X-Attest-*` headers) or the rejection.
+public struct ForwardAuthConfig: Sendable, Equatable {
+    /// Absolute path; `{path}` takes the original request from headers, `{path}/<original path>` (Envoy) from the
+    /// rest of the target.
+    public var path: String
+    public init(path: String) { self.path = path }
 }

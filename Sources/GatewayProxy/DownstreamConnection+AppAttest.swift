@@ -82,11 +82,17 @@ extension DownstreamConnection {
         if let challenge = ctx.presented.challenge {
             clientData = Array(challenge.utf8)
         } else {
-            clientData = ctx.head.bytes.withUnsafeBytes { raw in
-                AppAttestVerifier.requestClientData(
-                    method: UnsafeRawBufferPointer(rebasing: raw[ctx.head.method]),
-                    target: UnsafeRawBufferPointer(rebasing: raw[ctx.head.target]),
-                    timestamp: ctx.presented.timestamp, bodySHA256: held.finishDigest())
+            if let original = exchange.forwardAuth {
+                // Forward-auth: the request the client signed is the original one, not this call.
+                clientData = AppAttestVerifier.requestClientData(method: original.method, target: original.target,
+                                                                 timestamp: ctx.presented.timestamp, bodySHA256: held.finishDigest())
+            } else {
+                clientData = ctx.head.bytes.withUnsafeBytes { raw in
+                    AppAttestVerifier.requestClientData(
+                        method: UnsafeRawBufferPointer(rebasing: raw[ctx.head.method]),
+                        target: UnsafeRawBufferPointer(rebasing: raw[ctx.head.target]),
+                        timestamp: ctx.presented.timestamp, bodySHA256: held.finishDigest())
+                }
             }
         }
         let verified: VerifiedAppAttestAssertion

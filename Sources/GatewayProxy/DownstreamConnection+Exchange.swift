@@ -90,10 +90,16 @@ extension DownstreamConnection {
         exchange.generation = worker.current
         let runtime = worker.current.runtime
         var registration: (action: RegistrationEndpoints.Action, verifier: AppAttestVerifier)? = nil
+        var forwardAuth = false
         let routeIndex: Int? = head.bytes.withUnsafeBytes { raw in
             let path = HeaderFilter.path(of: UnsafeRawBufferPointer(rebasing: raw[head.target]))
             if !runtime.registration.isEmpty, let endpoint = runtime.registration.match(path: path) {
                 registration = endpoint
+                return nil
+            }
+            if let fa = runtime.forwardAuthPath, Bytes.hasPrefix(path, fa),
+               path.count == fa.count || path[fa.count] == UInt8(ascii: "/") {
+                forwardAuth = true
                 return nil
             }
             return runtime.routes.match(method: UnsafeRawBufferPointer(rebasing: raw[head.method]),
@@ -107,6 +113,10 @@ extension DownstreamConnection {
         }
         if let registration {
             beginRegistration(head, registration)
+            return
+        }
+        if forwardAuth, let fa = runtime.forwardAuthPath {
+            beginForwardAuth(head, prefixLength: fa.count)
             return
         }
         guard let routeIndex else {
@@ -220,6 +230,10 @@ extension DownstreamConnection {
 
     /// Takes an upstream connection and sends the filtered head (and the verdict headers).
     private func forward(_ head: HTTP1RequestHead, route: CompiledRoute, decision: VerificationDecision?) {
+        if exchange.forwardAuth != nil {
+            answerForwardAuth(route: route, decision: decision)
+            return
+        }
         let hasBody = head.framing != .none
         let pool = gen.pools[route.upstreamIndex]
         guard let up = pool.acquire(for: self, isHEAD: head.methodIs("HEAD")) else {

@@ -46,6 +46,8 @@ struct Exchange {
     var verifierMetric = -1
     /// When the head went to the upstream (monotonic µs), for the upstream latency histogram.
     var forwardMicros: UInt64 = 0
+    /// A forward-auth call: the original request it asks about (answered, never forwarded).
+    var forwardAuth: ForwardAuthTarget? = nil
     /// The registration endpoint this request is for.
     var registration: (action: RegistrationEndpoints.Action, verifier: AppAttestVerifier)? = nil
 }

@@ -20,6 +20,12 @@ struct LocalResponse {
         return r
     }
 
+    /// A forward-auth call that names no original request (no `X-Forwarded-Uri`/`X-Original-URI`, no path after
+    /// the endpoint).
+    static func forwardAuthWithoutTarget() -> LocalResponse {
+        .init(status: 400, reasonPhrase: "Bad Request", error: "bad_request", reason: "forward_auth_target_missing")
+    }
+
     static func methodNotAllowed(allow: StaticString) -> LocalResponse {
         var r = LocalResponse(status: 405, reasonPhrase: "Method Not Allowed", error: "method_not_allowed", reason: nil)
         r.extraHeaders = "Allow: \(allow)\r\n"

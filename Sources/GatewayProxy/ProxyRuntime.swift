@@ -35,6 +35,8 @@ public struct ProxyRuntime: Sendable {
     public let state: StateService?
     /// `POST {registration_path}/challenge|attest` of the App Attest verifiers (they take precedence over routes).
     let registration: RegistrationEndpoints
+    /// `forward_auth.path`, if configured.
+    let forwardAuthPath: [UInt8]?
     public let upstreams: [UpstreamTarget]
     public let listenAddresses: [SocketAddress]
     public let requestLimits: HTTP1Limits
@@ -68,6 +70,7 @@ public struct ProxyRuntime: Sendable {
         verifiers = try VerifierGraph.build(config, reusing: previous.map { ($0.verifiers, $0.config) })
         routes = RouteTable(config: config, verifiers: verifiers.byName)
         registration = RegistrationEndpoints(verifiers.appAttest.values.sorted { $0.name < $1.name })
+        forwardAuthPath = config.forwardAuth.map { Array($0.path.utf8) }
         // The state store is opened when something needs it: limited use, or App Attest (challenges, keys, counters).
         // A reload keeps the open one (requests in flight may be waiting on it).
         if let open = previous?.state {
