@@ -28,14 +28,20 @@ if command -v python3 >/dev/null; then
   missing=("${keep[@]+"${keep[@]}"}")
 fi
 
-# pytest for the python3 the tests run with: pip if that python has it, else Debian's package.
-ensure_pytest() {
-  python3 -c 'import pytest' 2>/dev/null && return 0
-  echo "install-deps: installing pytest"
-  python3 -m pip install --quiet pytest 2>/dev/null && return 0
-  missing+=(python3-pytest)
+# Python modules for the python3 the tests run with: pip if that python has it, else Debian's package.
+# Usage: ensure_python_module MODULE PIP_NAME DEBIAN_PACKAGE
+ensure_python_module() {
+  python3 -c "import $1" 2>/dev/null && return 0
+  echo "install-deps: installing $2"
+  python3 -m pip install --quiet "$2" 2>/dev/null && return 0
+  missing+=("$3")
 }
-for group in "${@:-build}"; do [ "$group" = test ] && ensure_pytest; done
+for group in "${@:-build}"; do
+  if [ "$group" = test ]; then
+    ensure_python_module pytest pytest python3-pytest
+    ensure_python_module yaml pyyaml python3-yaml   # Tests/e2e/test_deploy.py reads deploy/
+  fi
+done
 
 if [ "${#missing[@]}" -eq 0 ]; then exit 0; fi
 
