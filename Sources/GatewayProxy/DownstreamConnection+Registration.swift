@@ -108,7 +108,9 @@ extension DownstreamConnection {
             case .malformed, .malformedKeyID: .malformedToken
             default: .badAssertion
             }
-            Logger.warn("app attest registration rejected", ["verifier": verifier.name, "detail": failure.description])
+            let requestID = withRequestID { String(decoding: $0, as: UTF8.self) }
+            Logger.warn("app attest registration rejected",
+                        ["verifier": verifier.name, "detail": failure.description, "request_id": requestID])
             registrationAnswer(.registrationRejected(status), reason: status)
             return
         case .success(let r): registration = r

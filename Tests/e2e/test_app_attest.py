@@ -195,6 +195,10 @@ def test_bad_registrations_get_reason_codes(env):
         (400, "malformed_token")
     # The failures above did not burn the challenge: the genuine attestation still registers.
     assert outcome(post(port, REG + "/attest", json.dumps(body).encode())) == (201, None)
+    # The operator log says why, with the request id of the access-log line.
+    time.sleep(0.2)
+    warns = [json.loads(l) for l in env.gw.stderr().splitlines() if "registration rejected" in l]
+    assert any(w.get("detail") == "app attest: key_id_mismatch" and w.get("request_id") for w in warns), warns
 
 
 def test_other_team_or_environment_is_not_allowed(env):
