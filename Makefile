@@ -1,6 +1,7 @@
 # attest-gateway — the two commands a newcomer needs:
 #   make run    install what is missing, build (release) and serve gateway.yml in front of the dev echo upstream
 #   make test   install what is missing, run the Swift tests and the end-to-end tests
+#   make fuzz   libFuzzer over the parsers, FUZZ_SECONDS (60) per target; FUZZ_TARGETS picks (docs/hardening.md)
 SHELL := /bin/bash
 export PATH := $(PATH):/opt/swift/usr/bin
 
@@ -9,8 +10,10 @@ CONFIG ?= gateway.yml
 ECHO_LISTEN ?= 127.0.0.1:3000
 STRICT := -Xswiftc -warnings-as-errors
 BIN := .build/release/attest-gateway
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= http1-request jose cbor-appattest config-yaml
 
-.PHONY: run demo test unit e2e build deps test-deps bench check-config clean
+.PHONY: run demo test unit e2e build deps test-deps bench fuzz check-config clean
 
 deps:
 	@scripts/install-deps.sh build
@@ -44,6 +47,10 @@ e2e: build
 bench: build
 	@scripts/install-deps.sh bench
 	@scripts/bench.sh
+
+# Builds into .build/fuzz (never the normal build); works on copies of Tests/Fuzz/Corpus; non-zero on any crash.
+fuzz: deps
+	FUZZ_SECONDS="$(FUZZ_SECONDS)" FUZZ_TARGETS="$(FUZZ_TARGETS)" scripts/fuzz.sh
 
 check-config: build
 	$(BIN) check-config --config $(CONFIG)

@@ -27,6 +27,8 @@ let package = Package(
         systemLibrary("CSQLite", pkgConfig: "sqlite3", apt: "libsqlite3-dev"),
         systemLibrary("CCurl", pkgConfig: "libcurl", apt: "libcurl4-openssl-dev"),
         .target(name: "CGatewayShims"),
+        // libFuzzer's driver entry point (declaration only; linked by `-sanitize=fuzzer`, see scripts/fuzz.sh).
+        .systemLibrary(name: "CLibFuzzer"),
 
         // Layer 1: vocabulary.
         .target(name: "GatewayCore", swiftSettings: hotPath),
@@ -63,6 +65,11 @@ let package = Package(
             "GatewayTestSupport",
         ]),
 
+        // Fuzzing (`make fuzz`, docs/hardening.md): the harness functions, shared by the libFuzzer executable (built
+        // with -sanitize=fuzzer -DFUZZING) and the regression tests; without FUZZING the executable replays files.
+        .target(name: "FuzzHarness", dependencies: ["HTTP1", "JOSE", "CBOR", "GatewayConfig"]),
+        .executableTarget(name: "GatewayFuzz", dependencies: ["FuzzHarness", "CLibFuzzer"]),
+
         // Tests mirror modules.
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "GatewayCore"], resources: [.copy("Corpus")]),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig", "GatewayCore"]),
@@ -78,6 +85,7 @@ let package = Package(
         .testTarget(name: "StateStoreTests", dependencies: ["StateStore", "StateStoreSQLite", "StateStoreRedis", "GatewayCore"]),
         .testTarget(name: "KeySetCacheTests", dependencies: ["KeySetCache", "GatewayCore"]),
         .testTarget(name: "OutboundHTTPTests", dependencies: ["OutboundHTTP", "GatewayCore"]),
+        .testTarget(name: "FuzzHarnessTests", dependencies: ["FuzzHarness"]),
         .testTarget(name: "CLibrariesTests", dependencies: [
             "COpenSSL", "CCBOR", "CNGHTTP2", "CYAML", "CHiredis", "CSQLite", "CCurl", "CGatewayShims",
         ]),
