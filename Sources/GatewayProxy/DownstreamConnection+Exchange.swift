@@ -85,7 +85,13 @@ extension DownstreamConnection {
         exchange.startMicros = MonotonicClock.nowMicros()
         exchange.head = head
         exchange.outMark = totalWritten + outBuf.readableBytes
-        exchange.requestID = RequestID.fromClient(head).map(RequestID.client) ?? .generated(worker.requestIDs.next())
+        if let client = RequestID.fromClient(head) {
+            exchange.requestID = .client(client)
+        } else {
+            let low = worker.requestIDs.next()
+            worker.requestIDs.format(low, into: UnsafeMutableRawBufferPointer(start: generatedRequestID, count: RequestIDGenerator.length))
+            exchange.requestID = .generated(low)
+        }
         let hasBody = head.framing != .none
         exchange.generation = worker.current
         let runtime = worker.current.runtime

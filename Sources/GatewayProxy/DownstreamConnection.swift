@@ -42,6 +42,8 @@ final class DownstreamConnection: LoopHandler {
 
     // The current exchange.
     var exchange = Exchange()
+    /// The current request's generated id, formatted (`RequestID.generated`).
+    let generatedRequestID = UnsafeMutableRawPointer.allocate(byteCount: RequestIDGenerator.length, alignment: 1)
 
     init(fd: Int32, worker: ProxyWorker, clientAddress: [UInt8]) {
         self.fd = fd
@@ -233,6 +235,8 @@ final class DownstreamConnection: LoopHandler {
             exchange.closeAfter = true
         }
     }
+
+    deinit { generatedRequestID.deallocate() }
 
     func close() {
         guard !closed else { return }

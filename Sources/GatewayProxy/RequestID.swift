@@ -21,21 +21,25 @@ final class RequestIDGenerator {
         return low
     }
 
-    /// Writes the id for counter value `low` (36 characters) into `out`.
+    /// Writes the id for counter value `low` (36 characters: 8-4-4-4-12 hex digits) into `out`.
     func format(_ low: UInt64, into out: UnsafeMutableRawBufferPointer) {
-        let digits: StaticString = "0123456789abcdef"
-        let d = digits.utf8Start
+        let d = Self.digits.utf8Start
         var o = 0
-        for (k, word) in [high, low].enumerated() {
-            for i in 0..<16 {
-                if (k == 0 && (i == 8 || i == 12)) || (k == 1 && (i == 0 || i == 4)) {
-                    out[o] = UInt8(ascii: "-"); o += 1
-                }
-                out[o] = d[Int((word >> UInt64(60 - 4 * i)) & 0xF)]
-                o += 1
-            }
+        @inline(__always) func put(_ word: UInt64, _ i: Int) {
+            out[o] = d[Int((word >> UInt64(60 - 4 * i)) & 0xF)]
+            o += 1
+        }
+        for i in 0..<16 {
+            if i == 8 || i == 12 { out[o] = UInt8(ascii: "-"); o += 1 }
+            put(high, i)
+        }
+        for i in 0..<16 {
+            if i == 0 || i == 4 { out[o] = UInt8(ascii: "-"); o += 1 }
+            put(low, i)
         }
     }
+
+    private static let digits: StaticString = "0123456789abcdef"
 
     static let length = 36
 }
@@ -73,11 +77,9 @@ extension DownstreamConnection {
                 return head.bytes.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[range])) }
             }
             return body(UnsafeRawBufferPointer(start: nil, count: 0))
-        case .generated(let low)?:
-            return withUnsafeTemporaryAllocation(byteCount: RequestIDGenerator.length, alignment: 1) { buffer in
-                worker.requestIDs.format(low, into: buffer)
-                return body(UnsafeRawBufferPointer(buffer))
-            }
+        case .generated?:
+            // Formatted once per request, in beginRequest, into the connection's buffer.
+            return body(UnsafeRawBufferPointer(start: generatedRequestID, count: RequestIDGenerator.length))
         case nil:
             return body(UnsafeRawBufferPointer(start: nil, count: 0))
         }
