@@ -80,7 +80,7 @@ let package = Package(
         .testTarget(name: "CBORTests", dependencies: ["CBOR", "GatewayCore"], resources: [.copy("Vectors")]),
         .testTarget(name: "JOSETests", dependencies: ["JOSE", "GatewayCrypto", "GatewayCore"]),
         .testTarget(name: "AttestationTests", dependencies: ["Attestation", "JOSE", "GatewayCrypto", "KeySetCache", "CBOR"],
-                    resources: [.copy("AppAttestVectors")]),
+                    resources: [.copy("AppAttestVectors"), .copy("AppAttestReceiptVectors")]),
         .testTarget(name: "GatewayTestSupportTests", dependencies: ["GatewayTestSupport", "Attestation", "CBOR", "GatewayCrypto"]),
         .testTarget(name: "StateStoreTests", dependencies: ["StateStore", "StateStoreSQLite", "StateStoreRedis", "GatewayCore"]),
         .testTarget(name: "KeySetCacheTests", dependencies: ["KeySetCache", "GatewayCore"]),

@@ -43,3 +43,23 @@ static inline void shim_sk_X509_free(STACK_OF(X509) *stack) { sk_X509_free(stack
 static inline const char *shim_OSSL_PKEY_PARAM_PUB_KEY(void) { return OSSL_PKEY_PARAM_PUB_KEY; }
 /// OSSL_PKEY_PARAM_GROUP_NAME ("group"): an EC key's curve name.
 static inline const char *shim_OSSL_PKEY_PARAM_GROUP_NAME(void) { return OSSL_PKEY_PARAM_GROUP_NAME; }
+
+// CMS SignedData (App Attest receipts) and ASN.1 SET/SEQUENCE OF ANY (the receipt payload).
+#include <openssl/cms.h>
+#include <openssl/asn1.h>
+
+/// sk_ASN1_TYPE_num / sk_ASN1_TYPE_value over an ASN1_SEQUENCE_ANY (STACK_OF(ASN1_TYPE)).
+static inline int shim_sk_ASN1_TYPE_num(const STACK_OF(ASN1_TYPE) *stack) { return sk_ASN1_TYPE_num(stack); }
+static inline ASN1_TYPE *shim_sk_ASN1_TYPE_value(const STACK_OF(ASN1_TYPE) *stack, int i) { return sk_ASN1_TYPE_value(stack, i); }
+/// Frees the stack and every ASN1_TYPE in it.
+static inline void shim_sk_ASN1_TYPE_pop_free(STACK_OF(ASN1_TYPE) *stack) { sk_ASN1_TYPE_pop_free(stack, ASN1_TYPE_free); }
+/// The ASN1_STRING inside an ASN1_TYPE of string-like type (SEQUENCE, OCTET STRING, INTEGER …), or NULL.
+static inline const ASN1_STRING *shim_ASN1_TYPE_string(const ASN1_TYPE *t) {
+    switch (t->type) {
+    case V_ASN1_SEQUENCE: return t->value.sequence;
+    case V_ASN1_OCTET_STRING: return t->value.octet_string;
+    case V_ASN1_INTEGER: return t->value.integer;
+    case V_ASN1_UTF8STRING: return t->value.utf8string;
+    default: return NULL;
+    }
+}

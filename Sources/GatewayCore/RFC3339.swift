@@ -1,9 +1,9 @@
-/// RFC 3339 timestamps on the command line (`appattest --at` in, certificate validity out), without the C
+/// RFC 3339 timestamps (`appattest --at`, certificate validity in CLI output, App Attest receipt times), without the C
 /// library's time-zone state: the civil-date arithmetic is Howard Hinnant's `days_from_civil` and its inverse.
-enum RFC3339 {
+public enum RFC3339 {
     /// Unix seconds of `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)` (`T`/`Z` in either case); the fraction is
     /// dropped. nil for anything else, including impossible dates and leap seconds.
-    static func parse(_ text: String) -> Int64? {
+    public static func parse(_ text: String) -> Int64? {
         let b = Array(text.utf8)
         func number(_ at: Int, _ count: Int) -> Int64? {
             guard at + count <= b.count else { return nil }
@@ -40,7 +40,7 @@ enum RFC3339 {
     }
 
     /// `unixSeconds` as `YYYY-MM-DDTHH:MM:SSZ`.
-    static func format(_ unixSeconds: Int64) -> String {
+    public static func format(_ unixSeconds: Int64) -> String {
         let (dayNumber, secondOfDay) = floorDivision(unixSeconds, 86_400)
         let (year, month, day) = civil(days: dayNumber)
         func pad(_ v: Int64, _ width: Int) -> String {
