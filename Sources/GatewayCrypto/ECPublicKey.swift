@@ -71,4 +71,21 @@ public final class ECPublicKey: @unchecked Sendable {
         if result != 1 { ERR_clear_error() }
         return result == 1
     }
+
+    /// Verifies a JWS ES256 signature (`R ‖ S`, 64 bytes) over SHA-256(`message`); OpenSSL re-encodes it as DER.
+    public func verifyES256(rawSignature: [UInt8], message: [UInt8]) -> Bool {
+        guard rawSignature.count == 64, let sig = OpenSSLOwned(ECDSA_SIG_new(), free: { ECDSA_SIG_free($0) }) else { return false }
+        let r = rawSignature.withUnsafeBufferPointer { BN_bin2bn($0.baseAddress, 32, nil) }
+        let s = rawSignature.withUnsafeBufferPointer { BN_bin2bn($0.baseAddress! + 32, 32, nil) }
+        guard let r, let s, ECDSA_SIG_set0(sig.raw, r, s) == 1 else {
+            BN_free(r)
+            BN_free(s)
+            return false
+        }
+        var derPointer: UnsafeMutablePointer<UInt8>? = nil
+        let length = i2d_ECDSA_SIG(sig.raw, &derPointer)
+        guard length > 0, let derPointer else { return false }
+        defer { CRYPTO_free(derPointer, #fileID, #line) }
+        return verifyES256(derSignature: Array(UnsafeBufferPointer(start: derPointer, count: Int(length))), message: message)
+    }
 }

@@ -23,7 +23,7 @@ enum CertificateIssuer {
 
     /// Signs `request` for `subjectKey`'s public half with `signerKey`. `issuer` nil: self-signed (a root).
     static func issue(
-        _ request: CertificateRequest, subjectKey: OpaquePointer, issuer: X509Certificate?, signerKey: ECKeyPair, digest: Digest
+        _ request: CertificateRequest, subjectKey: OpaquePointer, issuer: X509Certificate?, signerKey: ECPrivateKey, digest: Digest
     ) throws -> X509Certificate {
         guard let x509 = OpenSSLOwned(X509_new(), free: { X509_free($0) }) else { throw CryptoError(openSSL: "X509_new") }
         let cert = x509.raw

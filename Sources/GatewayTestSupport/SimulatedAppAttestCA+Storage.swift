@@ -31,12 +31,12 @@ extension SimulatedAppAttestCA {
 
     /// Reads a CA written by `save(to:)`; each certificate must match its key.
     public static func load(from directory: String) throws -> SimulatedAppAttestCA {
-        func pair(_ certificateFile: String, _ keyFile: String) throws -> (X509Certificate, ECKeyPair) {
+        func pair(_ certificateFile: String, _ keyFile: String) throws -> (X509Certificate, ECPrivateKey) {
             let path = SimulatorFiles.path(directory, certificateFile)
             guard let certificate = X509Certificate(pem: try SimulatorFiles.read(path)) else {
                 throw SimulatorFiles.Failure(description: "\(path): not a PEM certificate")
             }
-            let key = try ECKeyPair(pem: try SimulatorFiles.read(SimulatorFiles.path(directory, keyFile)))
+            let key = try ECPrivateKey(pem: try SimulatorFiles.read(SimulatorFiles.path(directory, keyFile)))
             guard withExtendedLifetime((certificate, key), { X509_check_private_key(certificate.x509, key.pkey) }) == 1 else {
                 ERR_clear_error()
                 throw SimulatorFiles.Failure(description: "\(path): certificate does not match \(keyFile)")

@@ -14,13 +14,13 @@ public final class SimulatedAppAttestCA: @unchecked Sendable {
     public let rootCertificate: X509Certificate
     /// The intermediate ("CA 1"), `CA:TRUE, pathlen:0`, signed by the root.
     public let intermediateCertificate: X509Certificate
-    let rootKey: ECKeyPair
-    let intermediateKey: ECKeyPair
+    let rootKey: ECPrivateKey
+    let intermediateKey: ECPrivateKey
 
     /// The nonce extension's OID: 1.2.840.113635.100.8.2.
     public static let nonceExtensionOID = "1.2.840.113635.100.8.2"
 
-    init(rootCertificate: X509Certificate, rootKey: ECKeyPair, intermediateCertificate: X509Certificate, intermediateKey: ECKeyPair) {
+    init(rootCertificate: X509Certificate, rootKey: ECPrivateKey, intermediateCertificate: X509Certificate, intermediateKey: ECPrivateKey) {
         self.rootCertificate = rootCertificate
         self.rootKey = rootKey
         self.intermediateCertificate = intermediateCertificate
@@ -30,14 +30,14 @@ public final class SimulatedAppAttestCA: @unchecked Sendable {
     /// A new root and intermediate, valid from an hour before `unixTime` for `validityDays`.
     public static func generate(at unixTime: Int64 = WallClock.unixSeconds(), validityDays: Int = 3650) throws -> SimulatedAppAttestCA {
         let notBefore = unixTime - 3600, notAfter = unixTime + Int64(validityDays) * 86_400
-        let rootKey = try ECKeyPair.generate(.p384)
+        let rootKey = try ECPrivateKey.generate(.p384)
         let root = try CertificateIssuer.issue(
             CertificateRequest(
                 subject: name("Simulated App Attestation Root CA"), notBefore: notBefore, notAfter: notAfter,
                 extensions: [(NID_basic_constraints, "critical,CA:TRUE"), (NID_subject_key_identifier, "hash"),
                              (NID_key_usage, "critical,keyCertSign,cRLSign")]),
             subjectKey: rootKey.pkey, issuer: nil, signerKey: rootKey, digest: .sha384)
-        let intermediateKey = try ECKeyPair.generate(.p384)
+        let intermediateKey = try ECPrivateKey.generate(.p384)
         let intermediate = try CertificateIssuer.issue(
             CertificateRequest(
                 subject: name("Simulated App Attestation CA 1"), notBefore: notBefore, notAfter: notAfter,

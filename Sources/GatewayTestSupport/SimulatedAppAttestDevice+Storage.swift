@@ -1,3 +1,4 @@
+import GatewayCrypto
 import Attestation
 import Foundation
 
@@ -52,7 +53,7 @@ extension SimulatedAppAttestDevice {
         guard let environment = AppAttestEnvironment(rawValue: state.environment) else {
             throw SimulatorFiles.Failure(description: "\(statePath): environment must be production or development")
         }
-        let key = try ECKeyPair(pem: try SimulatorFiles.read(SimulatorFiles.path(directory, keyFile)))
+        let key = try ECPrivateKey(pem: try SimulatorFiles.read(SimulatorFiles.path(directory, keyFile)))
         return try SimulatedAppAttestDevice(
             key: key, teamID: state.teamId, bundleID: state.bundleId, environment: environment,
             extensions: SimulatedAppAttestExtensions(validationCategory: state.validationCategory, bundleVersion: state.bundleVersion),

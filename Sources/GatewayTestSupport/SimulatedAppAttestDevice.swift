@@ -19,17 +19,17 @@ public final class SimulatedAppAttestDevice {
     public private(set) var counter: UInt32
     /// The key's uncompressed P-256 point `04 ‖ X ‖ Y`.
     public let publicKey: [UInt8]
-    let key: ECKeyPair
+    let key: ECPrivateKey
 
     /// A device with a freshly generated key, as after `generateKey` on a new install.
     public convenience init(
         teamID: String, bundleID: String, environment: AppAttestEnvironment = .production, extensions: SimulatedAppAttestExtensions = .none
     ) throws {
-        try self.init(key: try ECKeyPair.generate(.p256), teamID: teamID, bundleID: bundleID, environment: environment,
+        try self.init(key: try ECPrivateKey.generate(.p256), teamID: teamID, bundleID: bundleID, environment: environment,
                       extensions: extensions, counter: 0)
     }
 
-    init(key: ECKeyPair, teamID: String, bundleID: String, environment: AppAttestEnvironment,
+    init(key: ECPrivateKey, teamID: String, bundleID: String, environment: AppAttestEnvironment,
          extensions: SimulatedAppAttestExtensions, counter: UInt32) throws {
         self.key = key
         self.publicKey = try key.uncompressedPublicPoint()
