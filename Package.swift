@@ -45,7 +45,7 @@ let package = Package(
         .target(name: "StateStore", dependencies: ["GatewayCore"]),
         .target(name: "StateStoreSQLite", dependencies: ["StateStore", "CSQLite", "GatewayCore"]),
         .target(name: "StateStoreRedis", dependencies: ["StateStore", "CHiredis", "GatewayCore"]),
-        .target(name: "Attestation", dependencies: ["JOSE", "GatewayCrypto", "KeySetCache", "GatewayCore", "CBOR"]),
+        .target(name: "Attestation", dependencies: ["JOSE", "GatewayCrypto", "KeySetCache", "GatewayCore", "CBOR", "StateStore"]),
 
         // Test support: a simulated App Attest device and CA (tests, `dev appattest`, `make demo`). Never a verifier's input.
         .target(name: "GatewayTestSupport", dependencies: ["COpenSSL", "CCBOR", "GatewayCrypto", "GatewayCore", "CBOR", "Attestation"]),

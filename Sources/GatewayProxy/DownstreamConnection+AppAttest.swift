@@ -134,10 +134,18 @@ extension DownstreamConnection {
     private func appAttestFinished(_ outcome: VerifierOutcome) {
         guard let ctx = appAttestContext else { return }
         exchange.pendingAttest = nil
-        if let decision = ctx.plan.record(outcome, verifier: ctx.index, progress: &exchange.progress) {
-            verificationDecided(ctx.head, route: ctx.route, plan: ctx.plan, decision)
+        resumeVerification(outcome, verifier: ctx.index)
+    }
+
+    /// A verifier that ran off the loop has its outcome: fold it in and let the route's remaining verifiers run.
+    func resumeVerification(_ outcome: VerifierOutcome, verifier i: Int) {
+        guard let head = exchange.head, exchange.routeIndex >= 0 else { return }
+        let route = gen.routes[exchange.routeIndex]
+        guard let plan = route.verification else { return }
+        if let decision = plan.record(outcome, verifier: i, progress: &exchange.progress) {
+            verificationDecided(head, route: route, plan: plan, decision)
         } else {
-            continueVerification(ctx.head, route: ctx.route, plan: ctx.plan)
+            continueVerification(head, route: route, plan: plan)
         }
     }
 }

@@ -156,6 +156,8 @@ extension DownstreamConnection {
             verificationDecided(head, route: route, plan: plan, decision)
         case .appAttest(let i, let presented):
             startAppAttest(head, route: route, plan: plan, verifier: i, presented)
+        case .deviceCheck(let i, let token, let subject):
+            startDeviceCheck(plan: plan, verifier: i, token: token, subject: subject)
         }
     }
 

@@ -71,12 +71,14 @@ public struct ProxyRuntime: Sendable {
         routes = RouteTable(config: config, verifiers: verifiers.byName)
         registration = RegistrationEndpoints(verifiers.appAttest.values.sorted { $0.name < $1.name })
         forwardAuthPath = config.forwardAuth.map { Array($0.path.utf8) }
-        // The state store is opened when something needs it: limited use, or App Attest (challenges, keys, counters).
+        // The state store is opened when something needs it: limited use, App Attest (challenges, keys, counters),
+        // DeviceCheck's subject binding.
         // A reload keeps the open one (requests in flight may be waiting on it).
         if let open = previous?.state {
             state = open
         } else {
-            state = config.routes.contains { $0.limitedUse } || !verifiers.appAttest.isEmpty
+            let subjectBinding = verifiers.deviceCheck.values.contains { $0.subjectHeader != nil }
+            state = config.routes.contains { $0.limitedUse } || !verifiers.appAttest.isEmpty || subjectBinding
                 ? try StateService.open(config.state) : nil
         }
         var targets: [UpstreamTarget] = []

@@ -8,11 +8,13 @@ import Observability
 public enum RouteVerifier: Sendable {
     case appCheck(AppCheckVerifier)
     case appAttest(AppAttestVerifier)
+    case deviceCheck(DeviceCheckVerifier)
 
     public var name: String {
         switch self {
         case .appCheck(let v): v.name
         case .appAttest(let v): v.name
+        case .deviceCheck(let v): v.name
         }
     }
 
@@ -21,13 +23,14 @@ public enum RouteVerifier: Sendable {
         switch self {
         case .appCheck(let v): Array(v.headerName.lowercased().utf8)
         case .appAttest: Array(AppAttestVerifier.keyIDHeader.utf8)
+        case .deviceCheck(let v): Array(v.headerName.lowercased().utf8)
         }
     }
 
     /// Every header carrying this verifier's token (lower-case): stripped before forwarding when asked.
     var tokenHeaders: [[UInt8]] {
         switch self {
-        case .appCheck: [presenceHeader]
+        case .appCheck, .deviceCheck: [presenceHeader]   // the subject header is forwarded unchanged
         case .appAttest: AppAttestVerifier.tokenHeaders.map { Array($0.utf8) }
         }
     }
@@ -69,11 +72,15 @@ public struct RouteVerification: Sendable {
 enum PassedToken {
     case appCheck(VerifiedAppCheckToken)
     case appAttest(appID: String, keyID: String)
+    /// The two bits as Apple reported them (subject binding), else nil.
+    case deviceCheck(bit0: Bool?, bit1: Bool?)
 
-    var appID: String {
+    /// `X-Attest-App-Id`: App Check's `sub`, App Attest's `TEAM.bundle`; DeviceCheck names no app.
+    var appID: String? {
         switch self {
         case .appCheck(let t): t.appID
         case .appAttest(let appID, _): appID
+        case .deviceCheck: nil
         }
     }
 }
@@ -145,6 +152,8 @@ enum EvaluationStep {
     case decided(VerificationDecision)
     /// Verifier `verifier` needs the body, the key and the counter: resume with `record` and `evaluate`.
     case appAttest(verifier: Int, AppAttestPresentation)
+    /// Verifier `verifier` needs Apple's answer (and the state store for the subject binding).
+    case deviceCheck(verifier: Int, token: String, subject: String?)
 }
 
 /// Where a token header stands in a request head.
@@ -211,6 +220,20 @@ extension RouteVerification {
                         case .success(let presented): return .appAttest(verifier: i, presented)
                         case .failure(let status): outcome = .rejected(status)
                         }
+                    case .deviceCheck(let verifier):
+                        guard range.count <= DeviceCheckVerifier.maxTokenBytes else {
+                            outcome = .rejected(.malformedToken)
+                            break
+                        }
+                        var subject: String? = nil
+                        if let name = verifier.subjectHeader {
+                            switch Self.tokenField(head, raw, lowercasedName: Array(name.lowercased().utf8)) {
+                            case .value(let s): subject = String(decoding: UnsafeRawBufferPointer(rebasing: raw[s]), as: UTF8.self)
+                            case .missing, .malformed: subject = nil
+                            }
+                        }
+                        let token = String(decoding: UnsafeRawBufferPointer(rebasing: raw[range]), as: UTF8.self)
+                        return .deviceCheck(verifier: i, token: token, subject: subject)
                     }
                 }
                 if let decided = record(outcome, verifier: i, progress: &progress) { return .decided(decided) }
@@ -288,9 +311,16 @@ extension RouteVerification {
     private func appendVerified(verifier i: Int, token: PassedToken, reason: VerificationStatus?, to out: ByteBuffer) {
         out.append("X-Attest-Verdict: verified\r\nX-Attest-Verifier: " as StaticString)
         out.append(verifiers[i].name)
-        out.append("\r\nX-Attest-App-Id: " as StaticString)
-        out.append(token.appID)
         out.append("\r\n" as StaticString)
+        if let appID = token.appID {
+            out.append("X-Attest-App-Id: " as StaticString)
+            out.append(appID)
+            out.append("\r\n" as StaticString)
+        }
+        if case .deviceCheck(let bit0?, let bit1?) = token {
+            out.append(bit0 ? "X-Attest-DeviceCheck-Bit0: 1\r\n" as StaticString : "X-Attest-DeviceCheck-Bit0: 0\r\n")
+            out.append(bit1 ? "X-Attest-DeviceCheck-Bit1: 1\r\n" as StaticString : "X-Attest-DeviceCheck-Bit1: 0\r\n")
+        }
         if case .appAttest(_, let keyID) = token {
             out.append("X-Attest-Key-Id: " as StaticString)
             out.append(keyID)

@@ -14,12 +14,14 @@ import OutboundHTTP
 public struct VerifierGraph: Sendable {
     public let appCheck: [String: AppCheckVerifier]
     public let appAttest: [String: AppAttestVerifier]
+    public let deviceCheck: [String: DeviceCheckVerifier]
 
     /// Every verifier a route may name, by name.
     public var byName: [String: RouteVerifier] {
         var all: [String: RouteVerifier] = [:]
         for (name, v) in appCheck { all[name] = .appCheck(v) }
         for (name, v) in appAttest { all[name] = .appAttest(v) }
+        for (name, v) in deviceCheck { all[name] = .deviceCheck(v) }
         return all
     }
 
@@ -73,7 +75,7 @@ public struct VerifierGraph: Sendable {
             appCheck[name] = AppCheckVerifier(name: name, policy: policy, headerName: c.header, keys: keys,
                                               verifiedTokenCacheSize: c.verifiedTokenCacheSize)
         }
-        return VerifierGraph(appCheck: appCheck, appAttest: try buildAppAttest(config))
+        return VerifierGraph(appCheck: appCheck, appAttest: try buildAppAttest(config), deviceCheck: try buildDeviceCheck(config))
     }
 
     /// App Attest verifiers: the root is Apple's (compiled in) or a PEM file read now, so a bad file stops start-up.
@@ -106,6 +108,41 @@ public struct VerifierGraph: Sendable {
                 registrationPath: c.registrationPath,
                 allowedValidationCategories: c.extensions?.allowedValidationCategories,
                 minBundleVersion: c.extensions?.minBundleVersion)
+        }
+        return built
+    }
+
+    /// DeviceCheck verifiers: the `.p8` key is read now (a bad file stops start-up); calls go to `base_url` (Apple's
+    /// by environment) through libcurl, trusting `ca_file` when given, with the configured timeout per call.
+    static func buildDeviceCheck(_ config: GatewayConfiguration) throws(ProxyRuntime.StartupError) -> [String: DeviceCheckVerifier] {
+        var built: [String: DeviceCheckVerifier] = [:]
+        for v in config.verifiers {
+            guard case .deviceCheck(let c) = v.kind else { continue }
+            let key: ECPrivateKey
+            do {
+                let pem = try KeySetSources.file(path: c.privateKey, maxBytes: 64 * 1024)().body
+                key = try ECPrivateKey(pem: String(decoding: pem, as: UTF8.self))
+            } catch {
+                throw ProxyRuntime.StartupError(description: "verifiers.\(v.name).private_key: cannot read an EC private key (.p8) from \(c.privateKey): \(error)")
+            }
+            let base = c.baseURL ?? (c.environment == .production ? "https://api.devicecheck.apple.com"
+                                                                  : "https://api.development.devicecheck.apple.com")
+            let client = CurlHTTPClient(caFile: c.caFile)
+            let timeout = c.timeoutMillis
+            let name = v.name
+            built[v.name] = DeviceCheckVerifier(
+                name: name, teamID: c.teamID, headerName: c.header, subjectHeader: c.subjectBinding?.header,
+                auth: AppleAuthToken(teamID: c.teamID, keyID: c.keyID, key: key),
+                post: { path, authorization, body in
+                    let result = client.post(base + path, headers: [("Authorization", authorization), ("Content-Type", "application/json")],
+                                             body: body, timeoutMillis: timeout, maxBodyBytes: 64 * 1024)
+                    switch result {
+                    case .success(let r): return AppleResponse(status: r.status, body: r.body)
+                    case .failure(let e):
+                        Logger.warn("devicecheck call failed", ["verifier": name, "path": path, "error": e.description])
+                        return nil
+                    }
+                })
         }
         return built
     }

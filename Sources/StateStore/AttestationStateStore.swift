@@ -91,6 +91,9 @@ public protocol AttestationStateStore: Sendable {
     /// false for a value never issued, already redeemed, or expired. Atomic across processes sharing the backend.
     func redeem(namespace: String, key: String, now: Int64) throws(StateStoreError) -> Bool
 
+    /// Whether `key` is recorded in `namespace` (by `consumeOnce`) and unexpired. A read: records nothing.
+    func isConsumed(namespace: String, key: String, now: Int64) throws(StateStoreError) -> Bool
+
     /// Registers a key. A key id that already exists is left as it was (returns false).
     func registerKey(_ record: AttestedKeyRecord) throws(StateStoreError) -> Bool
     func key(id: String) throws(StateStoreError) -> AttestedKeyRecord?

@@ -29,6 +29,11 @@ public final class MemoryStateStore: AttestationStateStore {
         return state.withLock { Self.record(consumedKey, expiresAt: expiresAt, now: now, in: &$0.consumed) }
     }
 
+    public func isConsumed(namespace: String, key: String, now: Int64) throws(StateStoreError) -> Bool {
+        let consumedKey = OneTimeKey(namespace: namespace, key: key)
+        return state.withLock { ($0.consumed[consumedKey] ?? Int64.min) > now }
+    }
+
     public func issue(namespace: String, key: String, expiresAt: Int64, now: Int64) throws(StateStoreError) -> Bool {
         let issuedKey = OneTimeKey(namespace: namespace, key: key)
         return state.withLock { Self.record(issuedKey, expiresAt: expiresAt, now: now, in: &$0.issued) }

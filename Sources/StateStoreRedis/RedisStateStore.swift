@@ -39,6 +39,15 @@ public final class RedisStateStore: AttestationStateStore {
                        what: "consumeOnce")
     }
 
+    public func isConsumed(namespace: String, key: String, now: Int64) throws(StateStoreError) -> Bool {
+        let reply = try client.run(RedisCommand("GET", keys.oneTimeValue(namespace: namespace, key: key)))
+        switch reply {
+        case .null: return false
+        case .string(let bytes): return (Int64(String(decoding: bytes, as: UTF8.self)) ?? Int64.min) > now
+        default: throw reply.unexpected("isConsumed")
+        }
+    }
+
     /// Runs `RedisScript.consume` on `redisKey`: true when it stored the value (none was there, or an expired one).
     func recordOnce(_ redisKey: String, expiresAt: Int64, now: Int64, what: String) throws(StateStoreError) -> Bool {
         // A value already past its expiry is still recorded (it is not "recorded and unexpired"); it is stored

@@ -50,6 +50,18 @@ public final class SQLiteStateStore: AttestationStateStore {
         }
     }
 
+    public func isConsumed(namespace: String, key: String, now: Int64) throws(StateStoreError) -> Bool {
+        try withConnection { connection throws(StateStoreError) in
+            try connection.withStatement("SELECT 1 FROM consumed WHERE namespace = ?1 AND key = ?2 AND expires_at > ?3") {
+                statement throws(StateStoreError) in
+                try statement.bind(1, namespace)
+                try statement.bind(2, key)
+                try statement.bind(3, now)
+                return try statement.step()
+            }
+        }
+    }
+
     /// The whole batch in one transaction, so one commit serves every request waiting for it. If the
     /// transaction fails, every request in it fails (nothing was consumed): no result is reported before the commit.
     public func consumeOnce(batch: [ConsumeRequest], now: Int64) -> [Result<Bool, StateStoreError>] {

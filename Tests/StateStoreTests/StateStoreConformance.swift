@@ -21,6 +21,7 @@ struct StateStoreConformance {
         case consumeOnce
         case consumeOnceHonoursExpiry
         case concurrentConsumeHasOneWinner
+        case isConsumedReadsWithoutRecording
         case keyRegistration
         case duplicateRegistrationKeepsOriginal
         case keyAttestationExtensionsRoundTrip
@@ -62,6 +63,7 @@ struct StateStoreConformance {
         case .consumeOnce: try Self.consumeOnce(store, run)
         case .consumeOnceHonoursExpiry: try Self.consumeOnceHonoursExpiry(store, run)
         case .concurrentConsumeHasOneWinner: try Self.concurrentConsumeHasOneWinner(store, run)
+        case .isConsumedReadsWithoutRecording: try Self.isConsumedReadsWithoutRecording(store, run)
         case .keyRegistration: try Self.keyRegistration(store, run)
         case .duplicateRegistrationKeepsOriginal: try Self.duplicateRegistrationKeepsOriginal(store, run)
         case .keyAttestationExtensionsRoundTrip: try Self.keyAttestationExtensionsRoundTrip(store, run)
@@ -107,6 +109,19 @@ struct StateStoreConformance {
         #expect(try store.consumeOnce(namespace: jti, key: "token-2", expiresAt: run.now + 60, now: run.now))
         #expect(try store.consumeOnce(namespace: jti, key: "", expiresAt: run.now + 60, now: run.now))
         #expect(try !store.consumeOnce(namespace: jti, key: "", expiresAt: run.now + 60, now: run.now))
+    }
+
+    static func isConsumedReadsWithoutRecording(_ store: any AttestationStateStore, _ run: Run) throws {
+        let ns = run.name("subject"), t = run.now
+        #expect(try !store.isConsumed(namespace: ns, key: "s", now: t))
+        #expect(try !store.isConsumed(namespace: ns, key: "s", now: t), "a read records nothing")
+        #expect(try store.consumeOnce(namespace: ns, key: "s", expiresAt: t + 60, now: t))
+        #expect(try store.isConsumed(namespace: ns, key: "s", now: t))
+        #expect(try store.isConsumed(namespace: ns, key: "s", now: t + 59))
+        #expect(try !store.isConsumed(namespace: ns, key: "s", now: t + 60), "expired")
+        #expect(try !store.isConsumed(namespace: run.name("other"), key: "s", now: t))
+        #expect(try store.issue(namespace: ns, key: "i", expiresAt: t + 60, now: t))
+        #expect(try !store.isConsumed(namespace: ns, key: "i", now: t), "issued values are not consumed ones")
     }
 
     static func consumeOnceHonoursExpiry(_ store: any AttestationStateStore, _ run: Run) throws {

@@ -1,0 +1,174 @@
+"""Local stand-ins for Apple's servers, which no test can reach: real HTTPS servers on 127.0.0.1 with a test CA made
+at test time (openssl CLI), checking what Apple checks (the ES256 `Authorization` JWT, the JSON body) and answering
+as Apple documents. The gateway is pointed at them with `base_url` and `ca_file`."""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import subprocess
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+
+def _run(*args: str) -> None:
+    subprocess.run(args, check=True, capture_output=True, timeout=60)
+
+
+def make_tls(dir: Path) -> SimpleTLS:
+    """A test CA and a server certificate for 127.0.0.1 signed by it."""
+    dir.mkdir(parents=True, exist_ok=True)
+    ca_key, ca, key, csr, cert = (dir / n for n in ("ca.key", "ca.pem", "server.key", "server.csr", "server.pem"))
+    _run("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
+         str(ca_key), "-out", str(ca), "-days", "2", "-subj", "/CN=attest-gateway test CA")
+    _run("openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", str(key),
+         "-out", str(csr), "-subj", "/CN=127.0.0.1")
+    ext = dir / "san.ext"
+    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
+    _run("openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial",
+         "-out", str(cert), "-days", "2", "-extfile", str(ext))
+    return SimpleTLS(ca=ca, cert=cert, key=key)
+
+
+class SimpleTLS:
+    def __init__(self, ca: Path, cert: Path, key: Path):
+        self.ca, self.cert, self.key = ca, cert, key
+
+
+def make_p8(path: Path) -> Path:
+    """An Apple-style `.p8` key: PKCS#8 PEM of a P-256 key."""
+    _run("openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(path))
+    return path
+
+
+def _b64url(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class FakeDeviceCheck:
+    """Apple's DeviceCheck API: `/v1/validate_device_token`, `/v1/query_two_bits`, `/v1/update_two_bits`.
+
+    The device token decides the answer: `ok…` 200, `bad…` 400 (device token), `limit…` 429, `down…` 500,
+    `flaky…` 500 once then 200, `slow…` 200 after `slow_seconds`. Bits are kept per token."""
+
+    def __init__(self, tls: SimpleTLS, key_id: str, team_id: str, public_key_pem: bytes, slow_seconds: float = 2.0):
+        self.key_id, self.team_id, self.slow_seconds = key_id, team_id, slow_seconds
+        self.lock = threading.Lock()
+        self.calls: list[dict] = []
+        self.bits: dict[str, dict] = {}
+        self.flaky_seen: set[str] = set()
+        self.auth_problems: list[str] = []
+        try:
+            from cryptography.hazmat.primitives.serialization import load_pem_public_key
+            self.public_key = load_pem_public_key(public_key_pem)
+        except ImportError:   # the signature is then checked for shape only
+            self.public_key = None
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):   # quiet
+                pass
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length", "0"))
+                body = self.rfile.read(n)
+                status, reply = fake.handle(self.path, self.headers.get("Authorization", ""), body)
+                data = reply if isinstance(reply, bytes) else json.dumps(reply).encode()
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(str(tls.cert), str(tls.key))
+        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def check_jwt(self, authorization: str) -> str | None:
+        """Why the `Authorization` value is not a valid token for this key and team, or None."""
+        if not authorization.startswith("Bearer "):
+            return "no Bearer token"
+        parts = authorization[7:].split(".")
+        if len(parts) != 3:
+            return "not a JWS"
+        header, claims = json.loads(_b64url(parts[0])), json.loads(_b64url(parts[1]))
+        if header != {"alg": "ES256", "kid": self.key_id}:
+            return f"header {header}"
+        if claims.get("iss") != self.team_id or abs(claims.get("iat", 0) - time.time()) > 3600:
+            return f"claims {claims}"
+        signature = _b64url(parts[2])
+        if len(signature) != 64:
+            return "signature is not R ‖ S"
+        if self.public_key is not None:
+            from cryptography.exceptions import InvalidSignature
+            from cryptography.hazmat.primitives import hashes
+            from cryptography.hazmat.primitives.asymmetric import ec
+            from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+            der = encode_dss_signature(int.from_bytes(signature[:32], "big"), int.from_bytes(signature[32:], "big"))
+            try:
+                self.public_key.verify(der, (parts[0] + "." + parts[1]).encode(), ec.ECDSA(hashes.SHA256()))
+            except InvalidSignature:
+                return "bad signature"
+        return None
+
+    def handle(self, path: str, authorization: str, body: bytes):
+        problem = self.check_jwt(authorization)
+        try:
+            req = json.loads(body)
+            uuid.UUID(req["transaction_id"])
+            assert abs(req["timestamp"] / 1000 - time.time()) < 600
+            token = req["device_token"]
+        except Exception as e:  # noqa: BLE001
+            return 400, f"Missing or incorrectly formatted device token payload ({e})".encode()
+        with self.lock:
+            self.calls.append({"path": path, "token": token, "body": req, "authorization": authorization})
+            if problem:
+                self.auth_problems.append(problem)
+        if problem:
+            return 401, b"Unable to verify authorization token"
+        if token.startswith("bad"):
+            return 400, b"Missing or incorrectly formatted device token payload"
+        if token.startswith("limit"):
+            return 429, b"Too many requests"
+        if token.startswith("down"):
+            return 500, b"Internal error"
+        if token.startswith("flaky"):
+            with self.lock:
+                first = token not in self.flaky_seen
+                self.flaky_seen.add(token)
+            if first:
+                return 503, b"Unavailable"
+        if token.startswith("slow"):
+            time.sleep(self.slow_seconds)
+        if path == "/v1/validate_device_token":
+            return 200, b""
+        if path == "/v1/query_two_bits":
+            with self.lock:
+                bits = self.bits.get(token)
+            if bits is None:
+                return 200, b"Failed to find bit state"
+            return 200, dict(bits, last_update_time="2026-11")
+        if path == "/v1/update_two_bits":
+            with self.lock:
+                self.bits[token] = {"bit0": bool(req.get("bit0")), "bit1": bool(req.get("bit1"))}
+            return 200, b""
+        return 404, b"not found"
+
+    def count(self, path: str, token: str) -> int:
+        with self.lock:
+            return sum(1 for c in self.calls if c["path"] == path and c["token"] == token)
+
+    def kill(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
