@@ -31,11 +31,14 @@ public enum AppAttestFailure: Error, Sendable, Equatable, CustomStringConvertibl
     case badSignature
     /// The assertion's counter is not greater than the stored one (a replay or a cloned key).
     case counterNotIncreasing
+    /// With `fraud_metric`: the attestation's receipt does not verify or names another app, key or environment.
+    case badReceipt(String)
 
     /// The one status every caller maps this failure to.
     public var status: VerificationStatus {
         switch self {
         case .counterNotIncreasing: .counterNotIncreasing
+        case .badReceipt: .badReceipt
         default: .badAssertion
         }
     }
@@ -45,6 +48,7 @@ public enum AppAttestFailure: Error, Sendable, Equatable, CustomStringConvertibl
     public var code: String {
         switch self {
         case .malformed: "malformed"
+        case .badReceipt: "bad_receipt"
         case .malformedKeyID: "malformed_key_id"
         case .badCertificate: "bad_certificate"
         case .untrustedChain: "untrusted_chain"

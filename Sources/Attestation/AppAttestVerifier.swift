@@ -25,6 +25,8 @@ public final class AppAttestVerifier: Sendable {
     public let registrationPath: String
     public let allowedValidationCategories: [Int]?
     public let minBundleVersion: String?
+    /// With `fraud_metric`: registration also verifies the attestation's receipt against `receipt_root_ca`.
+    public let receiptVerifier: AppAttestReceiptVerifier?
 
     /// Where this verifier's challenges live in the state store (one namespace per verifier).
     public var challengeNamespace: String { "appattest-challenge:" + name }
@@ -42,7 +44,9 @@ public final class AppAttestVerifier: Sendable {
 
     public init(name: String, teamID: String, bundleIDs: [String], environment: AppAttestEnvironmentPolicy,
                 root: X509Certificate, binding: AppAttestClientDataBinding, challengeTTLSeconds: Int64,
-                registrationPath: String, allowedValidationCategories: [Int]? = nil, minBundleVersion: String? = nil) {
+                registrationPath: String, allowedValidationCategories: [Int]? = nil, minBundleVersion: String? = nil,
+                receiptVerifier: AppAttestReceiptVerifier? = nil) {
+        self.receiptVerifier = receiptVerifier
         self.name = name
         self.teamID = teamID
         appIDs = bundleIDs.map { teamID + "." + $0 }
@@ -63,6 +67,8 @@ public final class AppAttestVerifier: Sendable {
         public let key: VerifiedAppAttestKey
         public let appID: String
         public let keyID: String
+        /// The verified ATTEST receipt (with `fraud_metric`), else nil.
+        public let receipt: AppAttestReceipt?
     }
 
     /// Verifies a registration's attestation (clientDataHash = SHA-256 of the UTF-8 challenge). The app id is the
@@ -79,7 +85,15 @@ public final class AppAttestVerifier: Sendable {
         let result = AppAttestAttestationVerifier().verify(
             attestation: attestation, keyID: keyID, clientDataHash: SHA256Hasher.hash(Array(challenge.utf8)),
             appID: appID, environment: environment, root: root, at: now)
-        return result.map { Registration(key: $0, appID: appID, keyID: keyID) }
+        switch result {
+        case .failure(let failure): return .failure(failure)
+        case .success(let key):
+            guard let receiptVerifier else { return .success(Registration(key: key, appID: appID, keyID: keyID, receipt: nil)) }
+            switch receiptVerifier.verify(key.receipt, appID: appID, keyID: key.keyID, environment: key.environment) {
+            case .failure(let why): return .failure(.badReceipt(why.description))
+            case .success(let receipt): return .success(Registration(key: key, appID: appID, keyID: keyID, receipt: receipt))
+            }
+        }
     }
 
     // MARK: assertions

@@ -106,6 +106,7 @@ extension DownstreamConnection {
             let status: VerificationStatus = switch failure {
             case .appIDMismatch, .wrongEnvironment: .appNotAllowed
             case .malformed, .malformedKeyID: .malformedToken
+            case .badReceipt: .badReceipt
             default: .badAssertion
             }
             let requestID = withRequestID { String(decoding: $0, as: UTF8.self) }
@@ -121,7 +122,10 @@ extension DownstreamConnection {
                                        validationCategory: registration.key.validationCategory,
                                        bundleVersion: registration.key.bundleVersion,
                                        keyAccessControl: registration.key.keyAccessControl)
-        let receipt = ReceiptRecord(receipt: registration.key.receipt, riskMetric: nil, createdAt: now, notBefore: nil, lastUsedAt: now)
+        // A verified receipt (fraud_metric) records its own creation time, not-before and metric; else the time of registration.
+        let verified = registration.receipt
+        let receipt = ReceiptRecord(receipt: registration.key.receipt, riskMetric: verified?.riskMetric,
+                                    createdAt: verified?.createdAt ?? now, notBefore: verified?.notBefore, lastUsedAt: now)
         let namespace = verifier.challengeNamespace
         exchange.awaitingState = true
         deadline = 0

@@ -102,12 +102,24 @@ public struct VerifierGraph: Sendable {
             case .request: .request(maxSkewSeconds: Int64(c.maxSkewMillis / 1000))
             case .challenge: .challenge
             }
+            var receiptVerifier: AppAttestReceiptVerifier? = nil
+            if c.fraudMetric != nil {
+                if c.receiptRootCA == "builtin" {
+                    receiptVerifier = AppAttestReceiptVerifier(root: AppAttestRoots.appleRootG3)
+                } else {
+                    guard let bytes = try? KeySetSources.file(path: c.receiptRootCA)().body,
+                          let cert = X509Certificate(pem: String(decoding: bytes, as: UTF8.self)) else {
+                        throw ProxyRuntime.StartupError(description: "verifiers.\(v.name).receipt_root_ca: cannot read a PEM certificate from \(c.receiptRootCA)")
+                    }
+                    receiptVerifier = AppAttestReceiptVerifier(root: cert)
+                }
+            }
             built[v.name] = AppAttestVerifier(
                 name: v.name, teamID: c.teamID, bundleIDs: c.bundleIDs, environment: environment, root: root,
                 binding: binding, challengeTTLSeconds: Int64(max(1, c.challengeTTLMillis / 1000)),
                 registrationPath: c.registrationPath,
                 allowedValidationCategories: c.extensions?.allowedValidationCategories,
-                minBundleVersion: c.extensions?.minBundleVersion)
+                minBundleVersion: c.extensions?.minBundleVersion, receiptVerifier: receiptVerifier)
         }
         return built
     }

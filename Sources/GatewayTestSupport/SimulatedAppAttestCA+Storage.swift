@@ -8,6 +8,11 @@ extension SimulatedAppAttestCA {
     static let rootKeyFile = "root-key.pem"
     static let intermediateCertificateFile = "intermediate.pem"
     static let intermediateKeyFile = "intermediate-key.pem"
+    /// The receipt signer's root (a verifier's `receipt_root_ca`), intermediate, and signer certificate and key.
+    public static let receiptRootCertificateFile = "receipt-root.pem"
+    static let receiptIntermediateFile = "receipt-intermediate.pem"
+    static let receiptSignerFile = "receipt-signer.pem"
+    static let receiptSignerKeyFile = "receipt-signer-key.pem"
 
     /// The path of the root certificate in `directory`.
     public static func rootCertificatePath(in directory: String) -> String {
@@ -25,6 +30,12 @@ extension SimulatedAppAttestCA {
         try SimulatorFiles.write(try rootKey.pemPKCS8(), to: SimulatorFiles.path(directory, Self.rootKeyFile), secret: true)
         try SimulatorFiles.write(try intermediateKey.pemPKCS8(), to: SimulatorFiles.path(directory, Self.intermediateKeyFile), secret: true)
         try SimulatorFiles.write(Self.pem(intermediateCertificate), to: SimulatorFiles.path(directory, Self.intermediateCertificateFile))
+        if let receipts {
+            try SimulatorFiles.write(try receipts.signerKey.pemPKCS8(), to: SimulatorFiles.path(directory, Self.receiptSignerKeyFile), secret: true)
+            try SimulatorFiles.write(Self.pem(receipts.signerCertificate), to: SimulatorFiles.path(directory, Self.receiptSignerFile))
+            try SimulatorFiles.write(Self.pem(receipts.intermediateCertificate), to: SimulatorFiles.path(directory, Self.receiptIntermediateFile))
+            try SimulatorFiles.write(Self.pem(receipts.rootCertificate), to: SimulatorFiles.path(directory, Self.receiptRootCertificateFile))
+        }
         // The root last: `exists(in:)` looks for it, so a half-written directory does not count as a CA.
         try SimulatorFiles.write(rootCertificatePEM, to: Self.rootCertificatePath(in: directory))
     }
@@ -45,6 +56,20 @@ extension SimulatedAppAttestCA {
         }
         let (root, rootKey) = try pair(rootCertificateFile, rootKeyFile)
         let (intermediate, intermediateKey) = try pair(intermediateCertificateFile, intermediateKeyFile)
-        return SimulatedAppAttestCA(rootCertificate: root, rootKey: rootKey, intermediateCertificate: intermediate, intermediateKey: intermediateKey)
+        var receipts: SimulatedReceiptIssuer? = nil
+        if SimulatorFiles.exists(SimulatorFiles.path(directory, receiptRootCertificateFile)) {
+            func certificate(_ file: String) throws -> X509Certificate {
+                let path = SimulatorFiles.path(directory, file)
+                guard let c = X509Certificate(pem: try SimulatorFiles.read(path)) else {
+                    throw SimulatorFiles.Failure(description: "\(path): not a PEM certificate")
+                }
+                return c
+            }
+            let (signer, signerKey) = try pair(receiptSignerFile, receiptSignerKeyFile)
+            receipts = SimulatedReceiptIssuer(root: try certificate(receiptRootCertificateFile),
+                                              intermediate: try certificate(receiptIntermediateFile), signer: signer, signerKey: signerKey)
+        }
+        return SimulatedAppAttestCA(rootCertificate: root, rootKey: rootKey, intermediateCertificate: intermediate, intermediateKey: intermediateKey,
+                                    receipts: receipts)
     }
 }

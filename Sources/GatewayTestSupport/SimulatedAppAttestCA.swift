@@ -16,11 +16,16 @@ public final class SimulatedAppAttestCA: @unchecked Sendable {
     public let intermediateCertificate: X509Certificate
     let rootKey: ECPrivateKey
     let intermediateKey: ECPrivateKey
+    /// Apple's other hat: signing the receipts that attestations carry (nil for a CA saved before receipts existed,
+    /// whose devices then carry opaque receipt bytes).
+    public let receipts: SimulatedReceiptIssuer?
 
     /// The nonce extension's OID: 1.2.840.113635.100.8.2.
     public static let nonceExtensionOID = "1.2.840.113635.100.8.2"
 
-    init(rootCertificate: X509Certificate, rootKey: ECPrivateKey, intermediateCertificate: X509Certificate, intermediateKey: ECPrivateKey) {
+    init(rootCertificate: X509Certificate, rootKey: ECPrivateKey, intermediateCertificate: X509Certificate, intermediateKey: ECPrivateKey,
+         receipts: SimulatedReceiptIssuer? = nil) {
+        self.receipts = receipts
         self.rootCertificate = rootCertificate
         self.rootKey = rootKey
         self.intermediateCertificate = intermediateCertificate
@@ -44,7 +49,8 @@ public final class SimulatedAppAttestCA: @unchecked Sendable {
                 extensions: [(NID_basic_constraints, "critical,CA:TRUE,pathlen:0"), (NID_authority_key_identifier, "keyid:always"),
                              (NID_subject_key_identifier, "hash"), (NID_key_usage, "critical,keyCertSign,cRLSign")]),
             subjectKey: intermediateKey.pkey, issuer: root, signerKey: rootKey, digest: .sha384)
-        return SimulatedAppAttestCA(rootCertificate: root, rootKey: rootKey, intermediateCertificate: intermediate, intermediateKey: intermediateKey)
+        return SimulatedAppAttestCA(rootCertificate: root, rootKey: rootKey, intermediateCertificate: intermediate, intermediateKey: intermediateKey,
+                                    receipts: try SimulatedReceiptIssuer.generate(at: unixTime, validityDays: validityDays))
     }
 
     /// The root as PEM ("BEGIN CERTIFICATE"), for a verifier's `root_ca` file.

@@ -62,8 +62,14 @@ public final class SimulatedAppAttestDevice {
         if let map = extensions.cborMap { authData += try CBOREncoding.encode(map) }
 
         let leaf = try ca.issueLeaf(publicKey: publicKey, nonce: SHA256Hasher.hash(authData + clientDataHash), at: unixTime)
-        // The receipt is a CMS blob on a real device; the gateway stores it opaquely, so any bytes do here.
-        let receipt = Array("attest-gateway simulated receipt for \(keyID)".utf8)
+        // An ATTEST receipt signed by the CA's receipt issuer, as Apple's server adds it (opaque bytes for an old CA).
+        var receipt = Array("attest-gateway simulated receipt for \(keyID)".utf8)
+        if let issuer = ca.receipts {
+            receipt = try issuer.receipt(.init(
+                appID: appID, attestedCertificate: leaf, clientHash: clientDataHash, token: "simulated-token-" + keyID, kind: "ATTEST",
+                environment: environment == .development ? "sandbox" : "production", createdAt: unixTime,
+                expiresAt: unixTime + 90 * 86_400))
+        }
         return try CBOREncoding.encode(.map([
             (.text("fmt"), .text("apple-appattest")),
             (.text("attStmt"), .map([

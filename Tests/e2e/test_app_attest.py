@@ -398,3 +398,20 @@ def test_tokens_never_reach_the_logs(env):
     time.sleep(0.3)
     out = env.gw.stdout() + env.gw.stderr()
     assert h["X-App-Attest-Assertion"] not in out
+
+
+def test_with_fraud_metric_the_attest_receipt_is_verified_at_registration(factory, env, tmp_path):
+    """fraud_metric on: the attestation's receipt must chain to receipt_root_ca and name the app and key."""
+    p8 = tmp_path / "AuthKey.p8"
+    subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(p8)],
+                   check=True, capture_output=True)
+    fraud = {"key_id": "FRAUDKEY01", "private_key": str(p8), "base_url": "https://127.0.0.1:9"}
+    up = factory.upstream(name="receipt-up")
+    for root, expected in ((env.ca / "receipt-root.pem", 201), ("builtin", 401)):
+        port = free_port()
+        factory.gateway(aa_config(port, up.url, env.root, {"backend": "memory"}, fraud_metric=fraud,
+                                  receipt_root_ca=str(root)))
+        d = Device(env.bin, env.ca, tmp_path / f"dev-{expected}")
+        body = d.attest_body(challenge(port))
+        r = post(port, REG + "/attest", json.dumps(body).encode())
+        assert outcome(r) == ((201, None) if expected == 201 else (401, "bad_receipt")), (root, r.body)
