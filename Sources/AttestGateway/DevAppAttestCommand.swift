@@ -16,6 +16,7 @@ enum DevAppAttestCommand {
       attest-gateway dev appattest assert --dir DIR
           (--client-data-file FILE | --challenge TEXT | --method M --target T [--body-file FILE] [--timestamp N])
           [--count N] [--counter START]
+      attest-gateway dev appattest receipt --ca CA_DIR --receipt FILE --risk-metric N [--not-before-in SECONDS]
 
     DEVELOPMENT ONLY — whoever holds the CA's keys can attest any key for any app.
     ca      Creates a simulated App Attestation root and intermediate CA in DIR unless one is there, and prints
@@ -32,6 +33,10 @@ enum DevAppAttestCommand {
             the challenge's UTF-8 (binding: challenge; --method/--target are then allowed and unused), or
             METHOD\\nTARGET\\nTIMESTAMP\\nhex SHA-256(body) (binding: request; TIMESTAMP defaults to now, the body
             to empty).
+    receipt Prints (standard base64) a RECEIPT receipt as Apple's data server returns it, for the key the receipt
+            in FILE (base64 or raw CMS, e.g. the attestation's) names: same app id, certificate and token, created
+            now, not-before in SECONDS (default 86400), expiring in 90 days, with risk metric N; signed by the
+            CA's simulated receipt signer (a stand-in for Apple's data server in tests).
     """
 
     static func run(_ args: [String]) -> Int32 {
@@ -40,6 +45,7 @@ enum DevAppAttestCommand {
         case "ca": return ca(rest)
         case "attest": return attest(rest)
         case "assert": return assert(rest)
+        case "receipt": return receipt(rest)
         case "--help", "-h": print(usage); return ExitCode.ok
         default: printErr(usage); return ExitCode.usage
         }
@@ -72,6 +78,39 @@ enum DevAppAttestCommand {
             return ExitCode.ok
         } catch {
             printErr("dev appattest ca: \(error)")
+            return ExitCode.failure
+        }
+    }
+
+    private static func receipt(_ args: [String]) -> Int32 {
+        guard let options = parse(args, valued: ["--ca", "--receipt", "--risk-metric", "--not-before-in"]) else { return ExitCode.usage }
+        if options.help { print(usage); return ExitCode.ok }
+        guard let values = required(options, ["--ca", "--receipt", "--risk-metric"], command: "receipt"),
+              let metric = Int(values[2]), metric >= 0, let notBeforeIn = Int64(options.values["--not-before-in"] ?? "86400") else {
+            printErr("dev appattest receipt: --risk-metric and --not-before-in must be numbers\n\n\(usage)")
+            return ExitCode.usage
+        }
+        do {
+            guard let issuer = try SimulatedAppAttestCA.load(from: values[0]).receipts else {
+                printErr("dev appattest receipt: \(values[0]) has no receipt signer (re-create the CA)")
+                return ExitCode.failure
+            }
+            guard let data = FileManager.default.contents(atPath: values[1]) else {
+                printErr("dev appattest receipt: cannot read \(values[1])")
+                return ExitCode.failure
+            }
+            let raw = Array(data)
+            let text = String(decoding: raw, as: UTF8.self).filter { !$0.isWhitespace }
+            let old = try AppAttestReceiptVerifier.decode(StandardBase64.decode(text) ?? raw).get()
+            let now = WallClock.unixSeconds()
+            let cms = try issuer.receipt(.init(
+                appID: old.appID, attestedCertificate: old.attestedCertificate, clientHash: old.clientHash, token: old.token,
+                kind: "RECEIPT", environment: old.environment, createdAt: now, riskMetric: metric, notBefore: now + notBeforeIn,
+                expiresAt: now + 90 * 86_400))
+            print(StandardBase64.encode(cms))
+            return ExitCode.ok
+        } catch {
+            printErr("dev appattest receipt: \(error)")
             return ExitCode.failure
         }
     }

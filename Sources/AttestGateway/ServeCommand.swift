@@ -94,6 +94,7 @@ enum ServeCommand {
         }
         runtime.verifiers.startBackgroundWork()
         runtime.state?.startBackgroundWork()
+        runtime.fraudMetricRefreshers(running: true)
         let finished = Atomic<Int>(0)
         let adminThread = admin.map { server in Threads.start { server.run() } }
         let threads = workers.map { w in
@@ -131,6 +132,7 @@ enum ServeCommand {
             Threads.join(adminThread)
         }
         let final = current.get()
+        final.fraudMetricRefreshers(running: false)
         final.verifiers.stopBackgroundWork()
         final.state?.stopBackgroundWork()
         Logger.info("stopped")
@@ -157,6 +159,8 @@ enum ServeCommand {
         current.set(next)
         for w in workers { w.loop.execute { w.install(next) } }
         next.verifiers.startBackgroundWork(after: old.verifiers)
+        old.fraudMetricRefreshers(running: false)
+        next.fraudMetricRefreshers(running: true)
         old.verifiers.stopBackgroundWork(keeping: next.verifiers)
         if next.state !== old.state { next.state?.startBackgroundWork() }
         let hash = configHash(path)

@@ -56,12 +56,16 @@ extension DownstreamConnection {
         deadline = 0
         let keyID = ctx.presented.keyID
         state.call("appattest_key", loop: worker.loop, owner: self, { store in
-            Result { () throws(StateStoreError) in try store.key(id: keyID) }
+            Result { () throws(StateStoreError) -> (AttestedKeyRecord, Int?)? in
+                guard let key = try store.key(id: keyID) else { return nil }
+                return (key, try store.receipt(keyID: keyID)?.riskMetric)
+            }
         }) { conn, result in
             guard !conn.closed, conn.exchange.awaitingState else { return }
             conn.exchange.awaitingState = false
             switch result {
-            case .success(let record?):
+            case .success(let (record, riskMetric)?):
+                state.appAttestKeys.setRiskMetric(record.keyID, riskMetric)
                 if let entry = state.appAttestKeys.put(record) {
                     conn.checkAssertion(with: entry)
                 } else {
@@ -103,7 +107,13 @@ extension DownstreamConnection {
             return
         case .success(let v): verified = v
         }
-        let token = PassedToken.appAttest(appID: key.appID, keyID: key.keyID)
+        let riskMetric = state.appAttestKeys.riskMetric(key.keyID)
+        if let max = ctx.route.maxRiskMetric, let riskMetric, riskMetric > max {
+            appAttestFinished(.rejected(.riskTooHigh))
+            return
+        }
+        let token = PassedToken.appAttest(appID: key.appID, keyID: key.keyID, riskMetric: riskMetric)
+        let refresher = gen.runtime.fraudMetrics[ctx.verifier.name]
         let challenge = ctx.presented.challenge
         let namespace = ctx.verifier.challengeNamespace
         let now = worker.unixNow()
@@ -120,7 +130,9 @@ extension DownstreamConnection {
             guard !conn.closed, conn.exchange.awaitingState else { return }
             conn.exchange.awaitingState = false
             switch result {
-            case .success(nil): conn.appAttestFinished(.passed(token))
+            case .success(nil):
+                refresher?.noteUse(key.keyID)
+                conn.appAttestFinished(.passed(token))
             case .success(let status?): conn.appAttestFinished(.rejected(status))
             case .failure:
                 conn.appAttestFinished(state.allowWhenUnavailable ? .passedUnchecked(token, .stateUnavailable)

@@ -1,6 +1,9 @@
 import GatewayConfig
 import GatewayPosix
 import HTTP1
+import Attestation
+import GatewayCrypto
+import KeySetCache
 import Observability
 import Synchronization
 
@@ -37,6 +40,8 @@ public struct ProxyRuntime: Sendable {
     let registration: RegistrationEndpoints
     /// `forward_auth.path`, if configured.
     let forwardAuthPath: [UInt8]?
+    /// The fraud-metric refreshers of App Attest verifiers with `fraud_metric`, by verifier name.
+    let fraudMetrics: [String: FraudMetricRefresher]
     public let upstreams: [UpstreamTarget]
     public let listenAddresses: [SocketAddress]
     public let requestLimits: HTTP1Limits
@@ -81,6 +86,7 @@ public struct ProxyRuntime: Sendable {
             state = config.routes.contains { $0.limitedUse } || !verifiers.appAttest.isEmpty || subjectBinding
                 ? try StateService.open(config.state) : nil
         }
+        fraudMetrics = try Self.fraudMetricRefreshers(config, verifiers: verifiers, state: state)
         var targets: [UpstreamTarget] = []
         for u in config.upstreams {
             if u.tls {
@@ -110,6 +116,36 @@ public struct ProxyRuntime: Sendable {
         responseLimits = HTTP1Limits(maxHeaderBytes: max(64 * 1024, config.limits.maxHeaderBytes), maxHeaders: max(200, config.limits.maxHeaders))
         headerTimeoutMillis = UInt64(config.limits.headerTimeoutMillis)
         idleTimeoutMillis = UInt64(config.limits.idleTimeoutMillis)
+    }
+}
+
+extension ProxyRuntime {
+    /// Starts (or, `false`, stops) the fraud-metric refreshers.
+    public func fraudMetricRefreshers(running: Bool) {
+        for r in fraudMetrics.values { if running { r.start() } else { r.stop() } }
+    }
+
+    static func fraudMetricRefreshers(_ config: GatewayConfiguration, verifiers: VerifierGraph, state: StateService?)
+        throws(StartupError) -> [String: FraudMetricRefresher] {
+        var built: [String: FraudMetricRefresher] = [:]
+        for v in config.verifiers {
+            guard case .appAttest(let c) = v.kind, let f = c.fraudMetric, let verifier = verifiers.appAttest[v.name],
+                  let receiptVerifier = verifier.receiptVerifier, let state else { continue }
+            let key: ECPrivateKey
+            do {
+                let pem = try KeySetSources.file(path: f.privateKey, maxBytes: 64 * 1024)().body
+                key = try ECPrivateKey(pem: String(decoding: pem, as: UTF8.self))
+            } catch {
+                throw StartupError(description: "verifiers.\(v.name).fraud_metric.private_key: cannot read an EC private key (.p8) from \(f.privateKey): \(error)")
+            }
+            let base = f.baseURL ?? (c.environment == .development ? "https://data-development.appattest.apple.com"
+                                                                   : "https://data.appattest.apple.com")
+            built[v.name] = FraudMetricRefresher(
+                verifier: verifier, receiptVerifier: receiptVerifier, auth: AppleAuthToken(teamID: c.teamID, keyID: f.keyID, key: key),
+                baseURL: base, caFile: f.caFile, timeoutMillis: f.timeoutMillis,
+                refreshIntervalSeconds: Int64(f.refreshIntervalMillis / 1000), state: state)
+        }
+        return built
     }
 }
 

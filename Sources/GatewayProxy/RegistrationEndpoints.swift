@@ -40,6 +40,17 @@ final class AppAttestKeyCache: Sendable {
     }
 
     private let keys = Mutex<[String: Entry]>([:])
+    /// The latest fraud (risk) metric per key, from its stored receipt or the refresher.
+    private let riskMetrics = Mutex<[String: Int]>([:])
+
+    func riskMetric(_ keyID: String) -> Int? { riskMetrics.withLock { $0[keyID] } }
+
+    func setRiskMetric(_ keyID: String, _ metric: Int?) {
+        riskMetrics.withLock { m in
+            if m.count >= capacity && m[keyID] == nil { m.removeAll(keepingCapacity: true) }
+            m[keyID] = metric
+        }
+    }
     let capacity: Int
 
     init(capacity: Int = 100_000) { self.capacity = capacity }

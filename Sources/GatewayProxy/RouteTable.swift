@@ -19,6 +19,8 @@ public struct CompiledRoute: Sendable {
     public let upstreamIndex: Int
     public let verifiers: [String]
     public let maxBodyBytes: Int
+    /// `max_risk_metric`: App Attest keys whose fraud metric is higher are refused (`risk_too_high`).
+    public let maxRiskMetric: Int?
     /// Set when every verifier the route names is available; nil with verifiers means the route answers 501.
     public let verification: RouteVerification?
 
@@ -59,6 +61,7 @@ public struct RouteTable: Sendable {
                 upstreamIndex: config.upstreams.firstIndex { $0.name == route.upstream } ?? 0,
                 verifiers: route.verify,
                 maxBodyBytes: route.maxBodyBytes ?? config.limits.maxBodyBytes,
+                maxRiskMetric: route.maxRiskMetric,
                 verification: verification))
         }
         routes = compiled

@@ -71,7 +71,7 @@ public struct RouteVerification: Sendable {
 /// What a passing verifier vouches for.
 enum PassedToken {
     case appCheck(VerifiedAppCheckToken)
-    case appAttest(appID: String, keyID: String)
+    case appAttest(appID: String, keyID: String, riskMetric: Int?)
     /// The two bits as Apple reported them (subject binding), else nil.
     case deviceCheck(bit0: Bool?, bit1: Bool?)
 
@@ -79,7 +79,7 @@ enum PassedToken {
     var appID: String? {
         switch self {
         case .appCheck(let t): t.appID
-        case .appAttest(let appID, _): appID
+        case .appAttest(let appID, _, _): appID
         case .deviceCheck: nil
         }
     }
@@ -321,10 +321,15 @@ extension RouteVerification {
             out.append(bit0 ? "X-Attest-DeviceCheck-Bit0: 1\r\n" as StaticString : "X-Attest-DeviceCheck-Bit0: 0\r\n")
             out.append(bit1 ? "X-Attest-DeviceCheck-Bit1: 1\r\n" as StaticString : "X-Attest-DeviceCheck-Bit1: 0\r\n")
         }
-        if case .appAttest(_, let keyID) = token {
+        if case .appAttest(_, let keyID, let riskMetric) = token {
             out.append("X-Attest-Key-Id: " as StaticString)
             out.append(keyID)
             out.append("\r\n" as StaticString)
+            if let riskMetric {
+                out.append("X-Attest-Risk-Metric: " as StaticString)
+                out.appendDecimal(riskMetric)
+                out.append("\r\n" as StaticString)
+            }
         }
         if let reason {
             out.append("X-Attest-Reason: " as StaticString)

@@ -172,3 +172,81 @@ class FakeDeviceCheck:
     def kill(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class FakeAppAttestData:
+    """Apple's App Attest data server: `POST /v1/attestationData` with a receipt (standard base64 body) and
+    `Authorization: <ES256 JWT>` (no "Bearer"). `mode` decides the answer: ("200", metric) returns a new RECEIPT
+    receipt for the same key minted by `attest-gateway dev appattest receipt` (signed by the test CA's receipt
+    signer), "304", "404" or "429" as Apple does."""
+
+    def __init__(self, tls: SimpleTLS, key_id: str, team_id: str, public_key_pem: bytes, binary: str, ca_dir: Path,
+                 workdir: Path):
+        self.jwt = FakeDeviceCheck.__new__(FakeDeviceCheck)   # reuse its JWT check only
+        self.jwt.key_id, self.jwt.team_id = key_id, team_id
+        try:
+            from cryptography.hazmat.primitives.serialization import load_pem_public_key
+            self.jwt.public_key = load_pem_public_key(public_key_pem)
+        except ImportError:
+            self.jwt.public_key = None
+        self.binary, self.ca_dir, self.workdir = binary, ca_dir, workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.lock = threading.Lock()
+        self.mode: tuple = ("200", 3)
+        self.calls: list[dict] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                status, reply = fake.handle(self.path, self.headers.get("Authorization", ""), body)
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(str(tls.cert), str(tls.key))
+        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def handle(self, path: str, authorization: str, body: bytes):
+        problem = "Bearer in Authorization" if authorization.startswith("Bearer ") else \
+            self.jwt.check_jwt("Bearer " + authorization)
+        with self.lock:
+            mode = self.mode
+            self.calls.append({"path": path, "problem": problem, "mode": mode, "time": time.monotonic()})
+        if path != "/v1/attestationData":
+            return 404, b""
+        if problem:
+            return 401, problem.encode()
+        try:
+            receipt = base64.b64decode(body, validate=True)
+        except Exception:  # noqa: BLE001
+            return 400, b"not base64"
+        if mode[0] != "200":
+            return int(mode[0]), b""
+        f = self.workdir / f"in-{time.monotonic_ns()}.b64"
+        f.write_bytes(base64.b64encode(receipt))
+        out = subprocess.run([self.binary, "dev", "appattest", "receipt", "--ca", str(self.ca_dir), "--receipt", str(f),
+                              "--risk-metric", str(mode[1]), "--not-before-in", "0"], capture_output=True, timeout=30)
+        if out.returncode != 0:
+            return 500, out.stderr
+        return 200, out.stdout.strip()
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.calls)
+
+    def kill(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
