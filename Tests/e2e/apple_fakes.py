@@ -45,38 +45,18 @@ def make_p8(path: Path) -> Path:
     return path
 
 
-def _b64url(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+class _TLSServer:
+    """A threaded HTTPS server on 127.0.0.1 whose POSTs go to `handle(path, authorization, body) -> (status, reply)`
+    (`reply` bytes, or a JSON-serialisable value)."""
 
-
-class FakeDeviceCheck:
-    """Apple's DeviceCheck API: `/v1/validate_device_token`, `/v1/query_two_bits`, `/v1/update_two_bits`.
-
-    The device token decides the answer: `ok…` 200, `bad…` 400 (device token), `limit…` 429, `down…` 500,
-    `flaky…` 500 once then 200, `slow…` 200 after `slow_seconds`. Bits are kept per token."""
-
-    def __init__(self, tls: SimpleTLS, key_id: str, team_id: str, public_key_pem: bytes, slow_seconds: float = 2.0):
-        self.key_id, self.team_id, self.slow_seconds = key_id, team_id, slow_seconds
-        self.lock = threading.Lock()
-        self.calls: list[dict] = []
-        self.bits: dict[str, dict] = {}
-        self.flaky_seen: set[str] = set()
-        self.auth_problems: list[str] = []
-        try:
-            from cryptography.hazmat.primitives.serialization import load_pem_public_key
-            self.public_key = load_pem_public_key(public_key_pem)
-        except ImportError:   # the signature is then checked for shape only
-            self.public_key = None
-        fake = self
-
+    def __init__(self, tls: SimpleTLS, handle):
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):   # quiet
                 pass
 
             def do_POST(self):
-                n = int(self.headers.get("Content-Length", "0"))
-                body = self.rfile.read(n)
-                status, reply = fake.handle(self.path, self.headers.get("Authorization", ""), body)
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                status, reply = handle(self.path, self.headers.get("Authorization", ""), body)
                 data = reply if isinstance(reply, bytes) else json.dumps(reply).encode()
                 self.send_response(status)
                 self.send_header("Content-Length", str(len(data)))
@@ -88,14 +68,34 @@ class FakeDeviceCheck:
         ctx.load_cert_chain(str(tls.cert), str(tls.key))
         self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
         self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     @property
     def url(self) -> str:
         return f"https://127.0.0.1:{self.port}"
 
-    def check_jwt(self, authorization: str) -> str | None:
+    def kill(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _b64url(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class AppleJWT:
+    """What Apple checks in the `Authorization` token: `{"alg":"ES256","kid":…}`, `iss` = the team, a recent
+    `iat`, and the R ‖ S signature (with Python's `cryptography` when installed; its shape otherwise)."""
+
+    def __init__(self, key_id: str, team_id: str, public_key_pem: bytes):
+        self.key_id, self.team_id = key_id, team_id
+        try:
+            from cryptography.hazmat.primitives.serialization import load_pem_public_key
+            self.public_key = load_pem_public_key(public_key_pem)
+        except ImportError:
+            self.public_key = None
+
+    def check(self, authorization: str) -> str | None:
         """Why the `Authorization` value is not a valid token for this key and team, or None."""
         if not authorization.startswith("Bearer "):
             return "no Bearer token"
@@ -122,8 +122,30 @@ class FakeDeviceCheck:
                 return "bad signature"
         return None
 
+
+class FakeDeviceCheck:
+    """Apple's DeviceCheck API: `/v1/validate_device_token`, `/v1/query_two_bits`, `/v1/update_two_bits`.
+
+    The device token decides the answer: `ok…` 200, `bad…` 400 (device token), `limit…` 429, `down…` 500,
+    `flaky…` 500 once then 200, `slow…` 200 after `slow_seconds`. Bits are kept per token."""
+
+    def __init__(self, tls: SimpleTLS, key_id: str, team_id: str, public_key_pem: bytes, slow_seconds: float = 2.0):
+        self.slow_seconds = slow_seconds
+        self.jwt = AppleJWT(key_id, team_id, public_key_pem)
+        self.lock = threading.Lock()
+        self.calls: list[dict] = []
+        self.bits: dict[str, dict] = {}
+        self.flaky_seen: set[str] = set()
+        self.auth_problems: list[str] = []
+        self.http = _TLSServer(tls, self.handle)
+        self.port = self.http.port
+
+    @property
+    def url(self) -> str:
+        return self.http.url
+
     def handle(self, path: str, authorization: str, body: bytes):
-        problem = self.check_jwt(authorization)
+        problem = self.jwt.check(authorization)
         try:
             req = json.loads(body)
             uuid.UUID(req["transaction_id"])
@@ -170,8 +192,7 @@ class FakeDeviceCheck:
             return sum(1 for c in self.calls if c["path"] == path and c["token"] == token)
 
     def kill(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.kill()
 
 
 class FakeAppAttestData:
@@ -182,46 +203,22 @@ class FakeAppAttestData:
 
     def __init__(self, tls: SimpleTLS, key_id: str, team_id: str, public_key_pem: bytes, binary: str, ca_dir: Path,
                  workdir: Path):
-        self.jwt = FakeDeviceCheck.__new__(FakeDeviceCheck)   # reuse its JWT check only
-        self.jwt.key_id, self.jwt.team_id = key_id, team_id
-        try:
-            from cryptography.hazmat.primitives.serialization import load_pem_public_key
-            self.jwt.public_key = load_pem_public_key(public_key_pem)
-        except ImportError:
-            self.jwt.public_key = None
+        self.jwt = AppleJWT(key_id, team_id, public_key_pem)
         self.binary, self.ca_dir, self.workdir = binary, ca_dir, workdir
         workdir.mkdir(parents=True, exist_ok=True)
         self.lock = threading.Lock()
         self.mode: tuple = ("200", 3)
         self.calls: list[dict] = []
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                status, reply = fake.handle(self.path, self.headers.get("Authorization", ""), body)
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(reply)))
-                self.end_headers()
-                self.wfile.write(reply)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(str(tls.cert), str(tls.key))
-        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.http = _TLSServer(tls, self.handle)
+        self.port = self.http.port
 
     @property
     def url(self) -> str:
-        return f"https://127.0.0.1:{self.port}"
+        return self.http.url
 
     def handle(self, path: str, authorization: str, body: bytes):
         problem = "Bearer in Authorization" if authorization.startswith("Bearer ") else \
-            self.jwt.check_jwt("Bearer " + authorization)
+            self.jwt.check("Bearer " + authorization)
         with self.lock:
             mode = self.mode
             self.calls.append({"path": path, "problem": problem, "mode": mode, "time": time.monotonic()})
@@ -248,5 +245,4 @@ class FakeAppAttestData:
             return len(self.calls)
 
     def kill(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.kill()
