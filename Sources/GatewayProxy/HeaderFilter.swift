@@ -15,36 +15,70 @@ enum FieldClass {
 /// Builds the heads the gateway sends: the request to the upstream and the response to the client.
 enum HeaderFilter {
     /// Classifies a field name (any case) without allocating.
+    ///
+    /// A name that spells a dropped or gateway-set field with `_` for `-` (`X_Attest_Verdict`, `Transfer_Encoding`,
+    /// `Content_Length`) is dropped too: CGI-style upstreams (PHP, WSGI, Rack) map both spellings to one variable
+    /// (`HTTP_X_ATTEST_VERDICT`), where it would pass for the gateway's verdict or change the body framing.
     @inline(__always)
     static func classify(_ bytes: UnsafeRawBufferPointer) -> FieldClass {
         let n = bytes.count
         guard n >= 2 else { return .forward }
-        let first = Bytes.lower(bytes[0])
-        switch first {
+        let kind = classifyFolded(bytes, n)
+        if kind == .forward { return .forward }
+        // Only the few special names get here: look for an underscore spelling.
+        for i in 0..<n where bytes[i] == UInt8(ascii: "_") { return .drop }
+        return kind
+    }
+
+    @inline(__always)
+    private static func classifyFolded(_ bytes: UnsafeRawBufferPointer, _ n: Int) -> FieldClass {
+        switch Bytes.lower(bytes[0]) {
         case UInt8(ascii: "c"):
             if n == 10 && eq(bytes, "connection") { return .connection }
+            // Content-Length itself is forwarded (re-written by appendUpstreamRequestHead); `Content_Length` is not.
+            if n == 14 && eqFolded(bytes, "content-length") && !eq(bytes, "content-length") { return .drop }
         case UInt8(ascii: "k"):
-            if n == 10 && eq(bytes, "keep-alive") { return .drop }
+            if n == 10 && eqFolded(bytes, "keep-alive") { return .drop }
         case UInt8(ascii: "t"):
             if n == 2 && eq(bytes, "te") { return .drop }
             if n == 7 && eq(bytes, "trailer") { return .drop }
-            if n == 17 && eq(bytes, "transfer-encoding") { return .drop }
+            if n == 17 && eqFolded(bytes, "transfer-encoding") { return .drop }
         case UInt8(ascii: "u"):
             if n == 7 && eq(bytes, "upgrade") { return .drop }
         case UInt8(ascii: "p"):
-            if n >= 6 && eqPrefix(bytes, "proxy-") { return .drop }
+            if n >= 6 && eqPrefixFolded(bytes, "proxy-") { return .drop }
         case UInt8(ascii: "e"):
             if n == 6 && eq(bytes, "expect") { return .drop }
         case UInt8(ascii: "x"):
-            if n >= 9 && eqPrefix(bytes, "x-attest-") { return .attest }
-            if n == 15 && eq(bytes, "x-forwarded-for") { return .xForwardedFor }
-            if n == 17 && eq(bytes, "x-forwarded-proto") { return .drop }
-            if n == 16 && eq(bytes, "x-forwarded-host") { return .drop }
-            if n == 12 && eq(bytes, "x-request-id") { return .drop }   // re-added as the exchange's id
+            if n >= 9 && eqPrefixFolded(bytes, "x-attest-") { return .attest }
+            if n == 15 && eqFolded(bytes, "x-forwarded-for") { return .xForwardedFor }
+            if n == 17 && eqFolded(bytes, "x-forwarded-proto") { return .drop }
+            if n == 16 && eqFolded(bytes, "x-forwarded-host") { return .drop }
+            if n == 12 && eqFolded(bytes, "x-request-id") { return .drop }   // re-added as the exchange's id
         default:
             break
         }
         return .forward
+    }
+
+    /// Lower case, and `_` read as `-`.
+    @inline(__always)
+    static func folded(_ c: UInt8) -> UInt8 { c == UInt8(ascii: "_") ? UInt8(ascii: "-") : Bytes.lower(c) }
+
+    @inline(__always)
+    static func eqFolded(_ a: UnsafeRawBufferPointer, _ lower: StaticString) -> Bool {
+        guard a.count == lower.utf8CodeUnitCount else { return false }
+        let p = lower.utf8Start
+        for i in 0..<a.count where folded(a[i]) != p[i] { return false }
+        return true
+    }
+
+    @inline(__always)
+    static func eqPrefixFolded(_ a: UnsafeRawBufferPointer, _ lower: StaticString) -> Bool {
+        guard a.count >= lower.utf8CodeUnitCount else { return false }
+        let p = lower.utf8Start
+        for i in 0..<lower.utf8CodeUnitCount where folded(a[i]) != p[i] { return false }
+        return true
     }
 
     @inline(__always)
@@ -64,7 +98,9 @@ enum HeaderFilter {
     }
 
     /// The Connection tokens (as ranges into the head's bytes) that name other fields to drop. `close` and
-    /// `keep-alive` name none, so the common heads allocate nothing here.
+    /// `keep-alive` name none, so the common heads allocate nothing here. `Content-Length` and `Host` are never
+    /// dropped this way: the body is forwarded by that length and the request was routed by that host, so the next
+    /// hop must see them (`Connection: content-length` would otherwise turn the body into a second request).
     @inline(__always)
     static func connectionNamed(_ raw: UnsafeRawBufferPointer, _ fields: [HTTP1Field]) -> [Range<Int>] {
         var named: [Range<Int>] = []
@@ -79,7 +115,10 @@ enum HeaderFilter {
                 while hi > lo && (raw[hi - 1] == 32 || raw[hi - 1] == 9) { hi -= 1 }
                 if hi > lo {
                     let token = UnsafeRawBufferPointer(rebasing: raw[lo..<hi])
-                    if !eq(token, "close") && !eq(token, "keep-alive") { named.append(lo..<hi) }
+                    if !eq(token, "close") && !eq(token, "keep-alive") && !eq(token, "content-length")
+                        && !eq(token, "host") {
+                        named.append(lo..<hi)
+                    }
                 }
                 i = j + 1
             }
@@ -114,10 +153,23 @@ enum HeaderFilter {
 
             let named = connectionNamed(raw, head.fields)
             var forwardedFor: Range<Int>? = nil
+            var sentContentLength = false
             for field in head.fields {
                 let name = UnsafeRawBufferPointer(rebasing: raw[field.name])
                 switch classify(name) {
                 case .forward:
+                    if name.count == 14 && eq(name, "content-length") {
+                        // The length the gateway framed the body by, once, in canonical form: "05", "5, 5" or a
+                        // repeated field are valid but read differently by lenient parsers (octal, first/last wins).
+                        if !sentContentLength {
+                            sentContentLength = true
+                            out.append(name)
+                            out.append(": " as StaticString)
+                            if case .contentLength(let n) = head.framing { out.appendDecimal(n) } else { out.append(byte: UInt8(ascii: "0")) }
+                            out.append("\r\n" as StaticString)
+                        }
+                        continue
+                    }
                     if !named.isEmpty && isNamed(name, raw, named) { continue }
                     if !strip.isEmpty && isStripped(name, strip) { continue }
                     out.append(name)

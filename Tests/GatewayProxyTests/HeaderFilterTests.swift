@@ -20,6 +20,20 @@ import HTTP1
         return String(decoding: out.readable, as: UTF8.self)
     }
 
+    func clientHead(_ response: String, chunked: Bool) -> String {
+        var parser = HTTP1ResponseParser(limits: HTTP1Limits())
+        parser.expectResponse(toHEAD: false)
+        let bytes = Array(response.utf8)
+        let head: HTTP1ResponseHead? = bytes.withUnsafeBytes { raw in
+            if case .head(let h, _) = parser.next(raw) { return h }
+            return nil
+        }
+        guard let head else { return "<parse failed>" }
+        let out = ByteBuffer(capacity: 128)
+        HeaderFilter.appendClientResponseHead(head, keepFraming: false, chunked: chunked, connection: nil, to: out)
+        return String(decoding: out.readable, as: UTF8.self)
+    }
+
     @Test func hopByHopAndAttestHeadersAreRemoved() {
         let s = upstreamHead("GET /a?b=1 HTTP/1.1\r\nHost: api\r\nConnection: keep-alive, X-Secret\r\nX-Secret: 1\r\n" +
                              "Keep-Alive: 5\r\nTE: trailers\r\nUpgrade: websocket\r\nProxy-Authorization: x\r\n" +
@@ -49,6 +63,31 @@ import HTTP1
         #expect(upstreamHead("GET http://a.example HTTP/1.1\r\nHost: a.example\r\n\r\n").hasPrefix("GET / HTTP/1.1\r\n"))
     }
 
+    @Test func connectionCannotDropContentLengthOrHost() {
+        // Dropping Content-Length while forwarding the body would hand the upstream the body as a second request.
+        let s = upstreamHead("POST /p HTTP/1.1\r\nHost: api\r\nConnection: content-length, Host, X-Gone\r\n" +
+                             "X-Gone: 1\r\nContent-Length: 12\r\n\r\n")
+        #expect(s == "POST /p HTTP/1.1\r\nHost: api\r\nContent-Length: 12\r\nX-Forwarded-For: 10.0.0.7\r\n" +
+                     "X-Forwarded-Proto: http\r\nX-Forwarded-Host: api\r\n\r\n")
+    }
+
+    @Test func contentLengthIsForwardedOnceInCanonicalForm() {
+        let s = upstreamHead("POST /p HTTP/1.1\r\nHost: api\r\ncontent-length: 010\r\nX-A: 1\r\nContent-Length: 10\r\n\r\n")
+        #expect(s.hasPrefix("POST /p HTTP/1.1\r\nHost: api\r\ncontent-length: 10\r\nX-A: 1\r\nX-Forwarded-For: "))
+        #expect(upstreamHead("POST /p HTTP/1.1\r\nHost: api\r\nContent-Length: 5, 5\r\n\r\n").contains("\r\nContent-Length: 5\r\nX-"))
+        #expect(upstreamHead("POST /p HTTP/1.1\r\nHost: api\r\nContent-Length: 00\r\n\r\n").contains("\r\nContent-Length: 0\r\nX-"))
+        #expect(!upstreamHead("GET /p HTTP/1.1\r\nHost: api\r\n\r\n").lowercased().contains("content-length"))
+    }
+
+    @Test func underscoreSpellingsOfDroppedOrGatewaySetFieldsAreDropped() {
+        let s = upstreamHead("GET /p HTTP/1.1\r\nHost: api\r\nX_Attest_Verdict: verified\r\nx-attest_app-id: forged\r\n" +
+                             "Transfer_Encoding: chunked\r\nContent_Length: 40\r\nKeep_Alive: 1\r\nProxy_Authorization: x\r\n" +
+                             "X_Forwarded_For: 6.6.6.6\r\nX_Forwarded_Host: evil\r\nX_Request_Id: r\r\nX_Custom: kept\r\n\r\n")
+        #expect(s.hasPrefix("GET /p HTTP/1.1\r\nHost: api\r\nX_Custom: kept\r\nX-Forwarded-For: 10.0.0.7\r\n" +
+                            "X-Forwarded-Proto: http\r\nX-Forwarded-Host: api\r\n"))
+        #expect(!s.contains("6.6.6.6") && !s.contains("evil") && !s.contains("verified") && !s.contains("forged"))
+    }
+
     @Test func pathExcludesTheQuery() {
         let t = Array("/a/b?token=secret".utf8)
         let p = t.withUnsafeBytes { String(decoding: HeaderFilter.path(of: $0), as: UTF8.self) }
@@ -56,18 +95,14 @@ import HTTP1
     }
 
     @Test func responseHeadDropsHopByHopAndReframes() {
-        var parser = HTTP1ResponseParser(limits: HTTP1Limits())
-        parser.expectResponse(toHEAD: false)
-        let bytes = Array("HTTP/1.1 200 OK\r\nConnection: close, X-Internal\r\nX-Internal: 1\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\n\r\n".utf8)
-        let head: HTTP1ResponseHead? = bytes.withUnsafeBytes { raw in
-            if case .head(let h, _) = parser.next(raw) { return h }
-            return nil
-        }
-        guard let head else { Issue.record("no head"); return }
-        let out = ByteBuffer(capacity: 128)
-        HeaderFilter.appendClientResponseHead(head, keepFraming: false, chunked: true, connection: nil, to: out)
-        #expect(String(decoding: out.readable, as: UTF8.self) ==
+        #expect(clientHead("HTTP/1.1 200 OK\r\nConnection: close, X-Internal\r\nX-Internal: 1\r\nTransfer-Encoding: chunked\r\n" +
+                           "Content-Type: text/plain\r\n\r\n", chunked: true) ==
                 "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n")
+    }
+
+    @Test func responseConnectionCannotDropContentLength() {
+        #expect(clientHead("HTTP/1.1 200 OK\r\nConnection: content-length\r\nContent-Length: 2\r\n\r\nok", chunked: false) ==
+                "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n")
     }
 
     @Test func localResponsesAreJSON() {

@@ -78,8 +78,8 @@ class _Factory:
         self.items.append(g)
         return g
 
-    def upstream(self, behaviour="echo", name: str = "up") -> U.Upstream:
-        u = U.Upstream(behaviour, name)
+    def upstream(self, behaviour="echo", name: str = "up", port: int = 0) -> U.Upstream:
+        u = U.Upstream(behaviour, name, port)
         self.items.append(u)
         return u
 
@@ -95,11 +95,11 @@ class _Factory:
         self.items.append(d)
         return d
 
-    def redis(self, port: int | None = None) -> RedisServer:
+    def redis(self, port: int | None = None, persistent: bool = False) -> RedisServer:
         if not REDIS_SERVER_BIN:
             pytest.fail("redis-server not found on PATH (CI installs it; or set REDIS_SERVER)", pytrace=False)
         self.n += 1
-        r = RedisServer(self.tmp / f"redis{self.n}", port)
+        r = RedisServer(self.tmp / f"redis{self.n}", port, persistent=persistent)
         self.items.append(r)
         return r
 
@@ -136,7 +136,7 @@ def start_gateway(factory):
 
 @pytest.fixture
 def start_upstream(factory):
-    """start_upstream(behaviour="echo", name="up") -> upstreams.Upstream."""
+    """start_upstream(behaviour="echo", name="up", port=0) -> upstreams.Upstream."""
     return factory.upstream
 
 
@@ -155,7 +155,8 @@ def start_dev_issuer(factory):
 
 @pytest.fixture
 def start_redis(factory):
-    """start_redis(port=None) -> harness.RedisServer (fails the test when redis-server is not installed)."""
+    """start_redis(port=None, persistent=False) -> harness.RedisServer (fails the test when redis-server is not
+    installed); persistent: an append-only file fsynced on every write, kept across stop() / start()."""
     return factory.redis
 
 

@@ -366,9 +366,11 @@ REDIS_SERVER_BIN = os.environ.get("REDIS_SERVER") or shutil.which("redis-server"
 
 class RedisServer:
     """``redis-server --port P --bind 127.0.0.1 --save "" --appendonly no`` (cwd and --dir: workdir).
-    ``stop()`` kills it (by its process group id); ``start()`` starts it again on the same port."""
+    ``stop()`` kills it (by its process group id); ``start()`` starts it again on the same port.
+    ``persistent=True``: ``--appendonly yes --appendfsync always`` instead, so an acknowledged write survives a kill."""
 
-    def __init__(self, workdir: Path, port: int | None = None, binary: str | None = None):
+    def __init__(self, workdir: Path, port: int | None = None, binary: str | None = None, persistent: bool = False):
+        self.persistent = persistent
         self.binary = binary or REDIS_SERVER_BIN
         if not self.binary:
             raise RuntimeError("redis-server not found (set REDIS_SERVER or install redis-server)")
@@ -388,7 +390,8 @@ class RedisServer:
         assert self.proc is None or self.proc.poll() is not None, "redis-server already running"
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             *(["--appendonly", "yes", "--appendfsync", "always"] if self.persistent else ["--appendonly", "no"]),
              "--dir", str(self.dir)],
             stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(self.dir),
             start_new_session=True)

@@ -367,13 +367,14 @@ BEHAVIOURS = {"echo": lambda: b_echo, "garbage": lambda: b_garbage}
 
 
 class Upstream:
-    """A recording upstream. ``behaviour`` is a name ("echo", "garbage", "close"), ("slow", delay) or a callable.
+    """A recording upstream. ``behaviour`` is a name ("echo", "garbage", "close"), ("slow", delay) or a callable;
+    ``port`` 0 picks a free one (a given port lets a test start an upstream where a gateway found nothing).
 
     Records: ``bytes_received`` (total), ``connections`` (accepted), ``raw`` (first RECORD_CAP bytes per
     connection), ``requests`` (parsed ``Req`` objects), ``errors`` (parse/IO problems seen).
     """
 
-    def __init__(self, behaviour="echo", name: str = "up"):
+    def __init__(self, behaviour="echo", name: str = "up", port: int = 0):
         self.name = name
         self.close_at_once = behaviour == "close"
         if callable(behaviour):
@@ -395,7 +396,7 @@ class Upstream:
         self._threads: list[threading.Thread] = []
         self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.bind(("127.0.0.1", port))
         self.lsock.listen(256)
         self.lsock.settimeout(0.2)
         self.port = self.lsock.getsockname()[1]
