@@ -131,7 +131,13 @@ def test_nginx_auth_request_returns_the_rejection(env):
         r = via_nginx(env, "/api/x", headers)
         assert r.status == 401, (reason, r.status)
     assert len(env.up.requests) == before
-    lines = [l for l in env.gw.log_lines() if l.get("path") == VERIFY and l.get("status") == 401]
+    # The access log is written after each loop iteration: wait (bounded) for the lines.
+    deadline = time.monotonic() + 5
+    while True:
+        lines = [l for l in env.gw.log_lines() if l.get("path") == VERIFY and l.get("status") == 401]
+        if {l["reason"] for l in lines} >= {"missing_token", "expired", "malformed_token"} or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert {l["reason"] for l in lines} >= {"missing_token", "expired", "malformed_token"}
 
 
