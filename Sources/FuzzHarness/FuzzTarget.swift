@@ -13,6 +13,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case cborAppAttest = "cbor-appattest"
     /// `ConfigLoader` over a YAML document (what `check-config` and `serve` read).
     case configYAML = "config-yaml"
+    /// App Attest receipts: OpenSSL's CMS and ASN.1 readers, the receipt fields, verification.
+    case receipt
 
     /// The target's command-line and directory name.
     public var name: String { rawValue }
@@ -24,6 +26,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .jose: JOSEHarness.run(data)
         case .cborAppAttest: CBORHarness.run(data)
         case .configYAML: ConfigHarness.run(data)
+        case .receipt: ReceiptHarness.run(data)
         }
     }
 
