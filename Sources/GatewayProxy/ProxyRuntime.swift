@@ -1,8 +1,8 @@
 import GatewayConfig
+import GatewayCore
 import GatewayPosix
 import HTTP1
 import Observability
-import Synchronization
 
 /// An upstream with its address resolved once at start-up.
 public struct UpstreamTarget: Sendable {
@@ -113,8 +113,8 @@ public struct ProxyRuntime: Sendable {
 
 /// The running configuration, swapped whole on reload; read by the admin listener.
 public final class RuntimeSlot: Sendable {
-    private let runtime: Mutex<ProxyRuntime>
-    public init(_ runtime: ProxyRuntime) { self.runtime = Mutex(runtime) }
+    private let runtime: AnnotatedMutex<ProxyRuntime>
+    public init(_ runtime: ProxyRuntime) { self.runtime = AnnotatedMutex(runtime) }
     public func get() -> ProxyRuntime { runtime.withLock { $0 } }
     public func set(_ next: ProxyRuntime) { runtime.withLock { $0 = next } }
 }

@@ -1,6 +1,6 @@
 import Attestation
+import GatewayCore
 import GatewayCrypto
-import Synchronization
 import StateStore
 
 /// The App Attest registration endpoints of every `app_attest` verifier: `POST {registration_path}/challenge` and
@@ -39,7 +39,7 @@ final class AppAttestKeyCache: Sendable {
         let key: ECPublicKey
     }
 
-    private let keys = Mutex<[String: Entry]>([:])
+    private let keys = AnnotatedMutex<[String: Entry]>([:])
     let capacity: Int
 
     init(capacity: Int = 100_000) { self.capacity = capacity }
