@@ -2,6 +2,7 @@
 #   make run    install what is missing, build (release) and serve gateway.yml in front of the dev echo upstream
 #   make test   install what is missing, run the Swift tests and the end-to-end tests
 #   make fuzz   libFuzzer over the parsers, FUZZ_SECONDS (60) per target; FUZZ_TARGETS picks (docs/hardening.md)
+#   make sanitize  the Swift and end-to-end tests under AddressSanitizer and ThreadSanitizer (docs/hardening.md)
 SHELL := /bin/bash
 export PATH := $(PATH):/opt/swift/usr/bin
 
@@ -12,8 +13,9 @@ STRICT := -Xswiftc -warnings-as-errors
 BIN := .build/release/attest-gateway
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= http1-request jose cbor-appattest config-yaml receipt
+SANITIZERS ?= address thread
 
-.PHONY: run demo test unit e2e build deps test-deps bench fuzz check-config clean
+.PHONY: run demo test unit e2e build deps test-deps bench fuzz sanitize check-config clean
 
 deps:
 	@scripts/install-deps.sh build
@@ -51,6 +53,11 @@ bench: build
 # Builds into .build/fuzz (never the normal build); works on copies of Tests/Fuzz/Corpus; non-zero on any crash.
 fuzz: deps
 	FUZZ_SECONDS="$(FUZZ_SECONDS)" FUZZ_TARGETS="$(FUZZ_TARGETS)" scripts/fuzz.sh
+
+# Builds into .build/asan and .build/tsan (never the normal build); non-zero on any sanitizer report or failed test.
+# SANITIZERS picks ("address thread"); SANITIZE_E2E=0 runs the Swift tests only.
+sanitize: test-deps
+	SANITIZERS="$(SANITIZERS)" scripts/sanitize.sh
 
 check-config: build
 	$(BIN) check-config --config $(CONFIG)

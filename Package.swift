@@ -29,9 +29,11 @@ let package = Package(
         .target(name: "CGatewayShims"),
         // libFuzzer's driver entry point (declaration only; linked by `-sanitize=fuzzer`, see scripts/fuzz.sh).
         .systemLibrary(name: "CLibFuzzer"),
+        // ThreadSanitizer's annotation hooks (declaration only, weak; see GatewayCore's AnnotatedMutex).
+        .systemLibrary(name: "CSanitizerHooks"),
 
         // Layer 1: vocabulary.
-        .target(name: "GatewayCore", swiftSettings: hotPath),
+        .target(name: "GatewayCore", dependencies: ["CSanitizerHooks"], swiftSettings: hotPath),
         .target(name: "Observability", dependencies: ["GatewayCore"], swiftSettings: hotPath),
 
         // Layer 2: parsers and configuration (no I/O).
@@ -85,6 +87,7 @@ let package = Package(
         .testTarget(name: "StateStoreTests", dependencies: ["StateStore", "StateStoreSQLite", "StateStoreRedis", "GatewayCore"]),
         .testTarget(name: "KeySetCacheTests", dependencies: ["KeySetCache", "GatewayCore"]),
         .testTarget(name: "OutboundHTTPTests", dependencies: ["OutboundHTTP", "GatewayCore"]),
+        .testTarget(name: "GatewayPosixTests", dependencies: ["GatewayPosix"]),
         .testTarget(name: "FuzzHarnessTests", dependencies: ["FuzzHarness"]),
         .testTarget(name: "CLibrariesTests", dependencies: [
             "COpenSSL", "CCBOR", "CNGHTTP2", "CYAML", "CHiredis", "CSQLite", "CCurl", "CGatewayShims",

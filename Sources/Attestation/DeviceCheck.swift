@@ -15,7 +15,7 @@ public final class AppleAuthToken: Sendable {
     public let keyID: String
     private let key: ECPrivateKey
     private let maxAgeSeconds: Int64
-    private let cached = Mutex<(token: String, issuedAt: Int64)?>(nil)
+    private let cached = AnnotatedMutex<(token: String, issuedAt: Int64)?>(nil)
 
     public init(teamID: String, keyID: String, key: ECPrivateKey, maxAgeSeconds: Int64 = 20 * 60) {
         self.teamID = teamID

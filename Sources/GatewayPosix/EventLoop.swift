@@ -3,7 +3,6 @@ import Glibc
 #endif
 import CGatewayShims
 import GatewayCore
-import Synchronization
 
 /// Something that owns a file descriptor registered with an `EventLoop`. Loop-confined: all calls arrive on the
 /// loop's thread.
@@ -46,7 +45,8 @@ public final class EventLoop: @unchecked Sendable {
     public private(set) var now: UInt64 = MonotonicClock.nowMillis()
     private var nextSweep: UInt64 = 0
     private let tickMillis: UInt64 = 100
-    private let tasks = Mutex<[@Sendable () -> Void]>([])
+    /// Tasks handed over by other threads, and whether the loop still takes them (false once `run()` returns).
+    private let tasks = AnnotatedMutex<(queue: [@Sendable () -> Void], open: Bool)>(([], true))
     /// Called after each batch of events (flushes buffered logs and similar per-iteration work).
     public var afterIteration: (() -> Void)?
 
@@ -98,13 +98,15 @@ public final class EventLoop: @unchecked Sendable {
         if deadline < nextSweep { nextSweep = deadline }
     }
 
-    /// Runs `task` on this loop's thread soon. Safe from any thread.
+    /// Runs `task` on this loop's thread soon. Safe from any thread. A loop that has stopped running drops the
+    /// task (nothing would ever run it, and keeping it would keep what it captures — often this loop's owner).
     public func execute(_ task: @escaping @Sendable () -> Void) {
         // Only the first task of a burst wakes the loop: the loop takes the whole queue after each wake-up, so
         // later tasks ride along (one eventfd write per burst, not per task).
-        let wasEmpty = tasks.withLock { queue -> Bool in
-            let empty = queue.isEmpty
-            queue.append(task)
+        let wasEmpty = tasks.withLock { state -> Bool in
+            guard state.open else { return false }
+            let empty = state.queue.isEmpty
+            state.queue.append(task)
             return empty
         }
         guard wasEmpty else { return }
@@ -118,6 +120,8 @@ public final class EventLoop: @unchecked Sendable {
     /// Runs until `stop()`.
     public func run() {
         running = true
+        tasks.withLock { $0.open = true }
+        defer { closeTasks() }
         let maxEvents = 256
         let tokens = UnsafeMutablePointer<UInt64>.allocate(capacity: maxEvents)
         let events = UnsafeMutablePointer<UInt32>.allocate(capacity: maxEvents)
@@ -148,12 +152,25 @@ public final class EventLoop: @unchecked Sendable {
     private func drainTasks() {
         var value: UInt64 = 0
         _ = read(wakeFD, &value, 8)
-        let pending = tasks.withLock { list -> [@Sendable () -> Void] in
-            let taken = list
-            list.removeAll(keepingCapacity: true)
+        let pending = tasks.withLock { state -> [@Sendable () -> Void] in
+            let taken = state.queue
+            state.queue.removeAll(keepingCapacity: true)
             return taken
         }
         for task in pending { task() }
+    }
+
+    /// After the last iteration: refuses further tasks and releases those that arrived too late to run (e.g. a
+    /// shutdown step sent to every loop while this one was already finishing).
+    private func closeTasks() {
+        let late = tasks.withLock { state -> [@Sendable () -> Void] in
+            state.open = false
+            let taken = state.queue
+            state.queue = []
+            return taken
+        }
+        // Released here, outside the lock: releasing a task may run deinitializers.
+        withExtendedLifetime(late) {}
     }
 
     /// Fires due deadlines and finds the next one.

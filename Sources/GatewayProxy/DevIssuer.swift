@@ -2,7 +2,6 @@ import GatewayCore
 import GatewayCrypto
 import HTTP1
 import JOSE
-import Synchronization
 
 /// DEVELOPMENT ONLY: an App Check–shaped token issuer for trying the gateway without a device. It holds RSA keys
 /// generated at start (never written anywhere), serves them as a JWKS and mints RS256 tokens with the claims
@@ -25,11 +24,11 @@ public final class DevIssuer: Sendable {
     }
 
     public let options: Options
-    private let keys: Mutex<Keys>
+    private let keys: AnnotatedMutex<Keys>
 
     public init(options: Options) throws(CryptoError) {
         self.options = options
-        keys = Mutex(Keys(all: [(Self.newKid(), try RSAPrivateKey.generate(bits: 2048))]))
+        keys = AnnotatedMutex(Keys(all: [(Self.newKid(), try RSAPrivateKey.generate(bits: 2048))]))
     }
 
     private static func newKid() -> String {

@@ -23,11 +23,11 @@ final class FraudMetricRefresher: Sendable {
     private let queue = DispatchQueue(label: "attest-gateway.fraud-metric")
     /// The pass timer (a DispatchSource is thread-safe to cancel; the box only carries it across the lock).
     private struct Timer: @unchecked Sendable { let source: DispatchSourceTimer }
-    private let timer = Mutex<Timer?>(nil)
+    private let timer = AnnotatedMutex<Timer?>(nil)
     /// Keys used by requests since the last pass (their `lastUsedAt` is written then, not per request).
-    private let used = Mutex<Set<String>>([])
+    private let used = AnnotatedMutex<Set<String>>([])
     /// When each key may be tried again after a 304 or a failure, and the current back-off.
-    private let retry = Mutex<[String: (next: Int64, delay: Int64)]>([:])
+    private let retry = AnnotatedMutex<[String: (next: Int64, delay: Int64)]>([:])
 
     static let usedWindowSeconds: Int64 = 30 * 86_400
     static let firstBackoffSeconds: Int64 = 60

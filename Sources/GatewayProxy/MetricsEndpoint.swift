@@ -1,7 +1,7 @@
 import Attestation
 import Dispatch
+import GatewayCore
 import Observability
-import Synchronization
 
 /// `GET /metrics` on the admin listener: every loop's counters (copied on their loops), the connection gauge and
 /// the process-wide families, in Prometheus text format. Labels are configuration names and reason codes only —
@@ -55,7 +55,7 @@ public enum MetricsEndpoint {
     /// A copy of one loop's counters, taken on that loop; nil if it does not answer within a second (stopping).
     static func snapshot(_ worker: ProxyWorker) -> LoopMetricsSnapshot? {
         let done = DispatchSemaphore(value: 0)
-        let box = Mutex<LoopMetricsSnapshot?>(nil)
+        let box = AnnotatedMutex<LoopMetricsSnapshot?>(nil)
         worker.loop.execute {
             let s = worker.metrics.snapshot()
             box.withLock { $0 = s }

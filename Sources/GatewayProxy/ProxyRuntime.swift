@@ -1,11 +1,11 @@
 import GatewayConfig
+import GatewayCore
 import GatewayPosix
 import HTTP1
 import Attestation
 import GatewayCrypto
 import KeySetCache
 import Observability
-import Synchronization
 
 /// An upstream with its address resolved once at start-up.
 public struct UpstreamTarget: Sendable {
@@ -151,8 +151,8 @@ extension ProxyRuntime {
 
 /// The running configuration, swapped whole on reload; read by the admin listener.
 public final class RuntimeSlot: Sendable {
-    private let runtime: Mutex<ProxyRuntime>
-    public init(_ runtime: ProxyRuntime) { self.runtime = Mutex(runtime) }
+    private let runtime: AnnotatedMutex<ProxyRuntime>
+    public init(_ runtime: ProxyRuntime) { self.runtime = AnnotatedMutex(runtime) }
     public func get() -> ProxyRuntime { runtime.withLock { $0 } }
     public func set(_ next: ProxyRuntime) { runtime.withLock { $0 = next } }
 }

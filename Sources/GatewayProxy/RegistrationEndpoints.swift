@@ -1,6 +1,6 @@
 import Attestation
+import GatewayCore
 import GatewayCrypto
-import Synchronization
 import StateStore
 
 /// The App Attest registration endpoints of every `app_attest` verifier: `POST {registration_path}/challenge` and
@@ -39,9 +39,9 @@ final class AppAttestKeyCache: Sendable {
         let key: ECPublicKey
     }
 
-    private let keys = Mutex<[String: Entry]>([:])
+    private let keys = AnnotatedMutex<[String: Entry]>([:])
     /// The latest fraud (risk) metric per key, from its stored receipt or the refresher.
-    private let riskMetrics = Mutex<[String: Int]>([:])
+    private let riskMetrics = AnnotatedMutex<[String: Int]>([:])
 
     func riskMetric(_ keyID: String) -> Int? { riskMetrics.withLock { $0[keyID] } }
 

@@ -2,7 +2,6 @@ import Dispatch
 import GatewayConfig
 import GatewayCore
 import Observability
-import Synchronization
 import GatewayPosix
 import StateStore
 import StateStoreRedis
@@ -33,7 +32,7 @@ public final class StateService: Sendable {
 
     /// Work waiting to run, and whether a drain is already queued. Everything that arrives while one batch runs
     /// goes into the next: under load, one SQLite commit serves many consumes (group commit).
-    private let pending = Mutex<(items: [Pending], drainQueued: Bool)>(([], false))
+    private let pending = AnnotatedMutex<(items: [Pending], drainQueued: Bool)>(([], false))
 
     init(store: AttestationStateStore, allowWhenUnavailable: Bool, sweepIntervalSeconds: Int?) {
         self.store = store

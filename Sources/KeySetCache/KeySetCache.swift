@@ -1,4 +1,4 @@
-import Synchronization
+import GatewayCore
 
 /// A cache of one verification key set (a JWKS) that the request path reads without ever waiting.
 ///
@@ -15,7 +15,7 @@ import Synchronization
 /// drive it with a manual clock and no thread. In production `startRefresher()` runs those steps on a
 /// dedicated thread. `KeySet` is generic so this module knows nothing of JOSE.
 public final class KeySetCache<KeySet: Sendable>: Sendable {
-    private let machine: Mutex<KeySetCacheStateMachine<KeySet>>
+    private let machine: AnnotatedMutex<KeySetCacheStateMachine<KeySet>>
     private let clock: @Sendable () -> Int64
     private let fetch: @Sendable () throws -> KeySetFetch
     private let parse: @Sendable ([UInt8]) throws -> KeySet
@@ -34,7 +34,7 @@ public final class KeySetCache<KeySet: Sendable>: Sendable {
                 parse: @escaping @Sendable ([UInt8]) throws -> KeySet,
                 onEvent: (@Sendable (KeySetEvent) -> Void)? = nil,
                 countKeys: (@Sendable (KeySet) -> Int)? = nil) {
-        machine = Mutex(KeySetCacheStateMachine(policy: policy, now: clock()))
+        machine = AnnotatedMutex(KeySetCacheStateMachine(policy: policy, now: clock()))
         self.clock = clock
         self.fetch = fetch
         self.parse = parse

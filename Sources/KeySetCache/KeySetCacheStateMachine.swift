@@ -1,7 +1,7 @@
 /// The key-set cache's decisions, without I/O, locks or clocks: the cache feeds it the time and the outcome
 /// of each fetch, and it answers what may serve and whether a fetch is due.
 ///
-/// Not thread-safe by itself; `KeySetCache` keeps it inside a `Mutex`.
+/// Not thread-safe by itself; `KeySetCache` keeps it inside an `AnnotatedMutex`.
 struct KeySetCacheStateMachine<KeySet: Sendable>: Sendable {
     typealias Policy = KeySetCache<KeySet>.Policy
 

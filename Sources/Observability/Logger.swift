@@ -12,7 +12,7 @@ public enum Logger {
         var rank: Int { Level.allCases.firstIndex(of: self) ?? 0 }
     }
 
-    private static let lock = Mutex<Void>(())
+    private static let lock = AnnotatedMutex<Void>(())
     private static let minimum = Atomic<Int>(Level.info.rank)
 
     /// `--log-level`: messages below `level` are dropped (default `info`).

@@ -1,10 +1,10 @@
-import Synchronization
+import GatewayCore
 
 /// Metric label values (route, verifier, upstream names) interned to small integers once, when a configuration is
 /// compiled, so the request path counts by integer keys and never hashes a string.
 public final class MetricNames: Sendable {
     public static let shared = MetricNames()
-    private let table = Mutex<(ids: [String: Int], names: [String])>(([:], []))
+    private let table = AnnotatedMutex<(ids: [String: Int], names: [String])>(([:], []))
 
     public func id(_ name: String) -> Int {
         table.withLock { t in
@@ -118,7 +118,7 @@ public final class ProcessMetrics: Sendable {
         var reloads: [String: UInt64] = [:]                    // result → count
         var configHash = ""
     }
-    private let state = Mutex(State())
+    private let state = AnnotatedMutex(State())
 
     public func jwksRefresh(verifier: String, ok: Bool, keys: Int?) {
         state.withLock { s in

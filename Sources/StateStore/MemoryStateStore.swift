@@ -1,6 +1,6 @@
-import Synchronization
+import GatewayCore
 
-/// The in-process backend: dictionaries behind one `Mutex`. Exactly-once holds within this process only, and
+/// The in-process backend: dictionaries behind one `AnnotatedMutex`. Exactly-once holds within this process only, and
 /// everything is lost on exit — fit for tests and for a single replica that accepts losing replay protection on
 /// restart. Consumed and issued values stay until `sweepExpired` removes them (run a `StateStoreSweeper`).
 public final class MemoryStateStore: AttestationStateStore {
@@ -20,7 +20,7 @@ public final class MemoryStateStore: AttestationStateStore {
         var receipts: [String: ReceiptRecord] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state = AnnotatedMutex(State())
 
     public init() {}
 

@@ -1,6 +1,5 @@
 import GatewayCore
 import StateStore
-import Synchronization
 
 /// One Redis connection shared by all callers behind a mutex, with lazy connect, a per-operation deadline and
 /// reconnect backoff (`RedisReconnectStateMachine`).
@@ -17,7 +16,7 @@ final class RedisClient: Sendable {
 
     let endpoint: RedisEndpoint
     let timeoutMillis: Int
-    private let locked = Mutex(Locked())
+    private let locked = AnnotatedMutex(Locked())
 
     init(endpoint: RedisEndpoint, timeoutMillis: Int) {
         self.endpoint = endpoint

@@ -2,8 +2,8 @@ internal import CSQLite
 import StateStore
 
 /// One SQLite connection with its prepared-statement cache. Not thread-safe by itself: `SQLiteStateStore` keeps
-/// it inside a `Mutex` (the connection is opened `NOMUTEX`, so SQLite adds no second lock). The handle and every
-/// cached statement are freed in `deinit`, and only there.
+/// it inside an `AnnotatedMutex` (the connection is opened `NOMUTEX`, so SQLite adds no second lock). The handle and
+/// every cached statement are freed in `deinit`, and only there.
 final class SQLiteConnection {
     private let database: OpaquePointer
     private var statements: [String: SQLiteStatement] = [:]

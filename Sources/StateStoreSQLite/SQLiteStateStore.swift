@@ -1,5 +1,5 @@
+import GatewayCore
 import StateStore
-import Synchronization
 
 /// The embedded default backend: one SQLite file in WAL mode.
 ///
@@ -8,7 +8,7 @@ import Synchronization
 /// are UPSERTs that only overwrite an expired row, `redeem` a DELETE guarded by `expires_at > now`,
 /// `advanceCounter` an UPDATE guarded by `counter < new`.
 ///
-/// One connection behind a `Mutex`, with cached prepared statements. Every operation may block up to the busy
+/// One connection behind an `AnnotatedMutex`, with cached prepared statements. Every operation may block up to the busy
 /// timeout on another writer, then fails with `.timeout`; I/O or corruption fails with `.unavailable`.
 public final class SQLiteStateStore: AttestationStateStore {
     /// The schema version this build writes; a file with a newer one is refused.
@@ -19,7 +19,7 @@ public final class SQLiteStateStore: AttestationStateStore {
 
     /// The database file.
     public let path: String
-    private let connection: Mutex<SQLiteConnection>
+    private let connection: AnnotatedMutex<SQLiteConnection>
 
     /// Opens `path`, creating missing folders and the file, and migrates the schema.
     /// - Parameter timeoutMillis: the state timeout; bounds waits for another writer's lock.
@@ -31,7 +31,7 @@ public final class SQLiteStateStore: AttestationStateStore {
         try opened.configure(busyTimeoutMillis: timeoutMillis)
         try SQLiteSchema.migrate(opened)
         self.path = path
-        connection = Mutex(opened)
+        connection = AnnotatedMutex(opened)
     }
 
     /// Runs `body` holding the connection's lock.

@@ -2,14 +2,15 @@ import Testing
 import Attestation
 import GatewayCrypto
 import StateStore
+import GatewayCore
 import Synchronization
 
 /// The DeviceCheck flow with Apple's answers injected: status mapping, one retry, the bit0 subject binding.
 @Suite struct DeviceCheckVerifierTests {
     final class Script: Sendable {
-        let answers: Mutex<[String: [AppleResponse?]]>
-        let calls = Mutex<[String]>([])
-        init(_ answers: [String: [AppleResponse?]]) { self.answers = Mutex(answers) }
+        let answers: AnnotatedMutex<[String: [AppleResponse?]]>
+        let calls = AnnotatedMutex<[String]>([])
+        init(_ answers: [String: [AppleResponse?]]) { self.answers = AnnotatedMutex(answers) }
         func post(_ path: String) -> AppleResponse? {
             calls.withLock { $0.append(path) }
             return answers.withLock { a in

@@ -1,10 +1,10 @@
+import GatewayCore
 import KeySetCache
-import Synchronization
 
 /// A clock the test moves by hand (unix seconds).
 final class ManualClock: Sendable {
-    private let seconds: Mutex<Int64>
-    init(_ start: Int64 = 1_700_000_000) { seconds = Mutex(start) }
+    private let seconds: AnnotatedMutex<Int64>
+    init(_ start: Int64 = 1_700_000_000) { seconds = AnnotatedMutex(start) }
     var now: Int64 { seconds.withLock { $0 } }
     func advance(_ delta: Int64) { seconds.withLock { $0 += delta } }
     func set(_ value: Int64) { seconds.withLock { $0 = value } }
@@ -21,9 +21,9 @@ final class ScriptedFetch: Sendable {
         var script: [Result<KeySetFetch, ScriptError>]
         var calls = 0
     }
-    private let state: Mutex<State>
+    private let state: AnnotatedMutex<State>
 
-    init(_ script: [Result<KeySetFetch, ScriptError>] = []) { state = Mutex(State(script: script)) }
+    init(_ script: [Result<KeySetFetch, ScriptError>] = []) { state = AnnotatedMutex(State(script: script)) }
 
     /// Replaces what is left of the script.
     func then(_ results: Result<KeySetFetch, ScriptError>...) { state.withLock { $0.script = results } }

@@ -1,13 +1,13 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import GatewayCore
 import KeySetCache
-import Synchronization
 import Testing
 
 /// Records events from the refresher thread.
 final class EventLog: Sendable {
-    private let events = Mutex<[KeySetEvent]>([])
+    private let events = AnnotatedMutex<[KeySetEvent]>([])
     var all: [KeySetEvent] { events.withLock { $0 } }
     var record: @Sendable (KeySetEvent) -> Void { { event in self.events.withLock { $0.append(event) } } }
 }

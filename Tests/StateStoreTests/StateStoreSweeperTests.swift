@@ -1,5 +1,5 @@
+import GatewayCore
 import StateStore
-import Synchronization
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -11,7 +11,7 @@ import Glibc
         let store = MemoryStateStore()
         #expect(try store.consumeOnce(namespace: "jti", key: "old", expiresAt: 100, now: 0))
         #expect(try store.consumeOnce(namespace: "jti", key: "live", expiresAt: 10_000, now: 0))
-        let swept = Mutex<[Int]>([])
+        let swept = AnnotatedMutex<[Int]>([])
         let sweeper = StateStoreSweeper(store: store, intervalSeconds: 0.01, clock: { 500 }, report: { result in
             if case .success(let count) = result { swept.withLock { $0.append(count) } }
         })

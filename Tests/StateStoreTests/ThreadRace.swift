@@ -1,4 +1,5 @@
 import Foundation
+import GatewayCore
 import Synchronization
 
 /// Runs a closure on `threads` real OS threads, in `rounds` that start together: before each round every thread
@@ -7,7 +8,7 @@ import Synchronization
 enum ThreadRace {
     private final class Shared<T: Sendable>: Sendable {
         let arrived = Atomic<Int>(0)
-        let results: Mutex<[Int: Result<[T], any Error>]> = Mutex([:])
+        let results: AnnotatedMutex<[Int: Result<[T], any Error>]> = AnnotatedMutex([:])
         let done = DispatchSemaphore(value: 0)
     }
 
