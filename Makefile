@@ -2,6 +2,7 @@
 #   make run    install what is missing, build (release) and serve gateway.yml in front of the dev echo upstream
 #   make test   install what is missing, run the Swift tests and the end-to-end tests
 #   make fuzz   libFuzzer over the parsers, FUZZ_SECONDS (60) per target; FUZZ_TARGETS picks (docs/hardening.md)
+#   make soak   mixed load for SOAK_SECONDS (600), RSS/FD/threads checked for growth (docs/hardening.md)
 SHELL := /bin/bash
 export PATH := $(PATH):/opt/swift/usr/bin
 
@@ -13,7 +14,7 @@ BIN := .build/release/attest-gateway
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= http1-request jose cbor-appattest config-yaml
 
-.PHONY: run demo test unit e2e build deps test-deps bench fuzz check-config clean
+.PHONY: run demo test unit e2e build deps test-deps bench fuzz soak check-config clean
 
 deps:
 	@scripts/install-deps.sh build
@@ -51,6 +52,11 @@ bench: build
 # Builds into .build/fuzz (never the normal build); works on copies of Tests/Fuzz/Corpus; non-zero on any crash.
 fuzz: deps
 	FUZZ_SECONDS="$(FUZZ_SECONDS)" FUZZ_TARGETS="$(FUZZ_TARGETS)" scripts/fuzz.sh
+
+# Bounded (SOAK_SECONDS, default 600) mixed load on a real gateway; non-zero on growth or an unexpected answer.
+soak: build
+	@scripts/install-deps.sh soak
+	@scripts/soak.sh
 
 check-config: build
 	$(BIN) check-config --config $(CONFIG)
