@@ -3,6 +3,7 @@
 #   make test   install what is missing, run the Swift tests and the end-to-end tests
 #   make fuzz   libFuzzer over the parsers, FUZZ_SECONDS (60) per target; FUZZ_TARGETS picks (docs/hardening.md)
 #   make sanitize  the Swift and end-to-end tests under AddressSanitizer and ThreadSanitizer (docs/hardening.md)
+#   make soak   mixed load for SOAK_SECONDS (600), RSS/FD/threads checked for growth (docs/hardening.md)
 SHELL := /bin/bash
 export PATH := $(PATH):/opt/swift/usr/bin
 
@@ -15,7 +16,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= http1-request jose cbor-appattest config-yaml receipt
 SANITIZERS ?= address thread
 
-.PHONY: run demo test unit e2e build deps test-deps bench fuzz sanitize check-config clean
+.PHONY: run demo test unit e2e build deps test-deps bench fuzz sanitize soak check-config clean
 
 deps:
 	@scripts/install-deps.sh build
@@ -58,6 +59,11 @@ fuzz: deps
 # SANITIZERS picks ("address thread"); SANITIZE_E2E=0 runs the Swift tests only.
 sanitize: test-deps
 	SANITIZERS="$(SANITIZERS)" scripts/sanitize.sh
+
+# Bounded (SOAK_SECONDS, default 600) mixed load on a real gateway; non-zero on growth or an unexpected answer.
+soak: build
+	@scripts/install-deps.sh soak
+	@scripts/soak.sh
 
 check-config: build
 	$(BIN) check-config --config $(CONFIG)

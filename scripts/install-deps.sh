@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Installs the Debian packages attest-gateway needs that are missing. Usage: scripts/install-deps.sh [build|test|bench]...
+# Installs the Debian packages attest-gateway needs that are missing. Usage: scripts/install-deps.sh [build|test|bench|soak]...
 # Runs apt-get only when something is missing (so repeated `make` calls cost nothing).
 set -euo pipefail
 
 build_pkgs=(pkg-config libssl-dev libcbor-dev libnghttp2-dev libyaml-dev libhiredis-dev libsqlite3-dev libcurl4-openssl-dev)
 test_pkgs=(curl python3 redis-server nginx e2fsprogs)
 bench_pkgs=(nginx-light wrk procps haproxy python3 redis-server)
+soak_pkgs=(python3 redis-server)
 
 wanted=()
 for group in "${@:-build}"; do
@@ -13,6 +14,7 @@ for group in "${@:-build}"; do
     build) wanted+=("${build_pkgs[@]}") ;;
     test) wanted+=("${build_pkgs[@]}" "${test_pkgs[@]}") ;;
     bench) wanted+=("${build_pkgs[@]}" "${bench_pkgs[@]}") ;;
+    soak) wanted+=("${build_pkgs[@]}" "${soak_pkgs[@]}") ;;
     *) echo "install-deps: unknown group $group" >&2; exit 2 ;;
   esac
 done

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Soak test (issue 9, scope 5): a bounded mixed load against a real gateway for SOAK_SECONDS (default 600), watching
+# its RSS, file descriptors and threads for growth. What `make soak` runs; the work is in scripts/soak/soak.py.
+#
+#   upstream `attest-gateway dev echo`, App Check issuer `attest-gateway dev issuer`, state SQLite (SOAK_STATE=redis:
+#   a redis-server without persistence), the gateway with an admin listener and routes for App Check, limited-use
+#   App Check, App Attest (simulated devices: `dev appattest ca|attest|assert`), no verification, aborted clients.
+#   Load: accepted, rejected (missing / expired / forged tokens), replayed (limited-use token again, App Attest
+#   assertion again) and aborted requests on keep-alive and one-request connections, paced to SOAK_RATE.
+#
+# Environment (all optional):
+#   SOAK_SECONDS (600)        load in all, warm-up included     SOAK_WARMUP_SECONDS (60)   load before the baseline
+#   SOAK_IDLE_SECONDS (35)    quiet before each checkpoint      SOAK_MAX_REQUESTS (1000000) stops the load early
+#   SOAK_RATE (400)           requests/s, all connections       SOAK_CONNECTIONS (24)      client connections
+#   SOAK_STATE (sqlite)       sqlite | redis                    SOAK_SAMPLE_SECONDS (10)   RSS/FD/threads sampling
+#   SOAK_RSS_SLACK_MIB (5)    allowed RSS growth, baseline→end  SOAK_FD_SLACK (0)          allowed FD growth
+#   SOAK_GATEWAY_WORKERS (2)  serve --workers                   SOAK_TOKEN_CACHE (500)     verified_token_cache_size
+#   SOAK_SEED (1)             request mix                       SOAK_OUT (.build/soak/<time>) samples.csv, logs, summary
+#   GATEWAY_BIN (.build/release/attest-gateway)
+# Exit 0: pass; 1: growth beyond the rule, an unexpected answer or a count mismatch; 2: something did not start.
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(dirname "$HERE")
+export GATEWAY_BIN=${GATEWAY_BIN:-$REPO/.build/release/attest-gateway}
+
+die() { echo "soak: ERROR: $*" >&2; exit 2; }
+[ -x "$GATEWAY_BIN" ] || die "gateway binary $GATEWAY_BIN not found or not executable (run: make build)"
+command -v python3 >/dev/null || die "python3 not found (run: scripts/install-deps.sh soak)"
+[ -d /proc/self/fd ] || die "needs Linux /proc (VmRSS, fd/)"
+if [ "${SOAK_STATE:-sqlite}" = redis ]; then
+  command -v "${REDIS_SERVER:-redis-server}" >/dev/null || die "redis-server not found (run: scripts/install-deps.sh soak)"
+fi
+exec python3 "$HERE/soak/soak.py"
