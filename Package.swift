@@ -40,6 +40,7 @@ let package = Package(
         .target(name: "HTTP1", dependencies: ["GatewayCore"], swiftSettings: hotPath),
         .target(name: "GatewayConfig", dependencies: ["CYAML", "GatewayCore"]),
         .target(name: "GatewayCrypto", dependencies: ["COpenSSL", "GatewayCore"]),
+        .target(name: "GatewayTLS", dependencies: ["COpenSSL", "GatewayCore"]),
         .target(name: "JOSE", dependencies: ["GatewayCrypto", "GatewayCore"]),
         .target(name: "CBOR", dependencies: ["CCBOR", "GatewayCore"]),
         .target(name: "KeySetCache", dependencies: ["GatewayCore"]),
@@ -78,6 +79,7 @@ let package = Package(
         .testTarget(name: "GatewayProxyTests", dependencies: [
             "GatewayProxy", "GatewayConfig", "HTTP1", "GatewayCore", "Attestation", "JOSE", "GatewayCrypto", "KeySetCache",
         ]),
+        .testTarget(name: "GatewayTLSTests", dependencies: ["GatewayTLS", "GatewayCore"]),
         .testTarget(name: "GatewayCryptoTests", dependencies: ["GatewayCrypto", "GatewayCore"]),
         .testTarget(name: "CBORTests", dependencies: ["CBOR", "GatewayCore"], resources: [.copy("Vectors")]),
         .testTarget(name: "JOSETests", dependencies: ["JOSE", "GatewayCrypto", "GatewayCore"]),

@@ -63,3 +63,17 @@ static inline const ASN1_STRING *shim_ASN1_TYPE_string(const ASN1_TYPE *t) {
     default: return NULL;
     }
 }
+
+// TLS over memory BIOs (the event loops drive it): macros Swift cannot import.
+/// SSL_CTX_set_min_proto_version / _max_.
+static inline int shim_SSL_CTX_set_min_proto_version(SSL_CTX *ctx, int v) { return SSL_CTX_set_min_proto_version(ctx, v); }
+static inline int shim_SSL_CTX_set_max_proto_version(SSL_CTX *ctx, int v) { return SSL_CTX_set_max_proto_version(ctx, v); }
+/// SSL_set_tlsext_host_name (SNI, client side).
+static inline int shim_SSL_set_tlsext_host_name(SSL *ssl, const char *name) { return SSL_set_tlsext_host_name(ssl, name); }
+/// BIO_ctrl_pending: ciphertext waiting to be sent.
+static inline size_t shim_BIO_ctrl_pending(BIO *bio) { return BIO_ctrl_pending(bio); }
+/// The ALPN select callback's type, for Swift's @convention(c) closure.
+typedef int (*shim_alpn_select_cb)(SSL *, const unsigned char **, unsigned char *, const unsigned char *, unsigned int, void *);
+static inline void shim_SSL_CTX_set_alpn_select_cb(SSL_CTX *ctx, shim_alpn_select_cb cb, void *arg) { SSL_CTX_set_alpn_select_cb(ctx, cb, arg); }
+/// SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE (composite macros Swift does not import).
+static inline uint64_t shim_SSL_server_options(void) { return SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE; }
