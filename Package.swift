@@ -58,7 +58,7 @@ let package = Package(
 
         // Layer 4: the request path.
         .target(name: "GatewayProxy", dependencies: [
-            "GatewayCore", "Observability", "HTTP1", "GatewayConfig", "GatewayPosix", "GatewayCrypto", "CGatewayShims",
+            "GatewayCore", "Observability", "HTTP1", "GatewayConfig", "GatewayPosix", "GatewayCrypto", "CGatewayShims", "GatewayTLS",
             "Attestation", "JOSE", "KeySetCache", "OutboundHTTP", "StateStore", "StateStoreSQLite", "StateStoreRedis",
         ], swiftSettings: hotPath),
 

@@ -61,7 +61,7 @@ extension DownstreamConnection {
                         if exchange.requestChunked { up.outBuf.append("0\r\n\r\n" as StaticString) }
                         up.flush()
                     }
-                    if outBuf.isEmpty { deadline = 0 }
+                    if pendingOutput == 0 { deadline = 0 }
                     return
                 case .error(let error):
                     if exchange.responseStarted {
@@ -258,10 +258,10 @@ extension DownstreamConnection {
                 plan.appendVerdictHeaders(decision, to: scratch)
                 HeaderFilter.appendUpstreamRequestHead(head, basePath: pool.target.basePath, clientAddress: clientAddress,
                                                        strip: plan.stripTokenHeaders ? plan.tokenHeaders : [],
-                                                       extra: scratch.readable, requestID: id, to: up.outBuf)
+                                                       extra: scratch.readable, requestID: id, https: tls != nil, to: up.outBuf)
             } else {
                 HeaderFilter.appendUpstreamRequestHead(head, basePath: pool.target.basePath, clientAddress: clientAddress,
-                                                       requestID: id, to: up.outBuf)
+                                                       requestID: id, https: tls != nil, to: up.outBuf)
             }
         }
         if let held = exchange.heldBody {
@@ -403,7 +403,7 @@ extension DownstreamConnection {
         if outBuf.readableBytes >= 64 * 1024 {
             flushOut()
             if closed { return true }
-            return outBuf.readableBytes >= worker.highWater
+            return pendingOutput >= worker.highWater
         }
         return false
     }

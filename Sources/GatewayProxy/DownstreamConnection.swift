@@ -3,6 +3,7 @@ import Glibc
 #endif
 import GatewayCore
 import GatewayPosix
+import GatewayTLS
 import HTTP1
 
 /// One client connection: reads requests, drives one exchange at a time through routing and the upstream, and
@@ -45,10 +46,21 @@ final class DownstreamConnection: LoopHandler {
     /// The current request's generated id, formatted (`RequestID.generated`).
     let generatedRequestID = UnsafeMutableRawPointer.allocate(byteCount: RequestIDGenerator.length, alignment: 1)
 
-    init(fd: Int32, worker: ProxyWorker, clientAddress: [UInt8]) {
+    /// TLS listeners: the session, and its ciphertext in both directions (`inBuf`/`outBuf` stay plaintext).
+    let tls: TLSSession?
+    private let cipherIn: ByteBuffer?
+    private let cipherOut: ByteBuffer?
+
+    /// Response bytes not yet on the wire (plaintext waiting, plus ciphertext waiting on a TLS connection).
+    var pendingOutput: Int { outBuf.readableBytes + (cipherOut?.readableBytes ?? 0) }
+
+    init(fd: Int32, worker: ProxyWorker, clientAddress: [UInt8], tls: TLSSession? = nil) {
         self.fd = fd
         self.worker = worker
         self.clientAddress = clientAddress
+        self.tls = tls
+        cipherIn = tls == nil ? nil : ByteBuffer(capacity: 16 * 1024)
+        cipherOut = tls == nil ? nil : ByteBuffer(capacity: 16 * 1024)
         self.parser = HTTP1RequestParser(limits: worker.runtime.requestLimits)
     }
 
@@ -70,7 +82,7 @@ final class DownstreamConnection: LoopHandler {
         if events & IOEvents.error != 0 { close(); return }
         if events & IOEvents.writable != 0 {
             writable = true
-            if !outBuf.isEmpty { flushOut() }
+            if pendingOutput > 0 { flushOut() }
             if closed { return }
         }
         if events & (IOEvents.readHangup | IOEvents.hangup) != 0 { sawHangup = true }
@@ -98,7 +110,7 @@ final class DownstreamConnection: LoopHandler {
                     abortUpstream()
                     respondLocal(.bodyTimeout(), close: true)
                 }
-            } else if !outBuf.isEmpty {
+            } else if pendingOutput > 0 {
                 close()   // the client stopped reading the response
             } else {
                 deadline = 0   // waiting on the upstream, which has its own timeout
@@ -125,13 +137,33 @@ final class DownstreamConnection: LoopHandler {
                 linger()
                 return
             }
-            inBuf.reserve(4096)
-            let space = inBuf.writableBytes
-            let n = recv(fd, inBuf.writablePointer, space, 0)
+            let target = cipherIn ?? inBuf
+            target.reserve(4096)
+            let space = target.writableBytes
+            let n = recv(fd, target.writablePointer, space, 0)
             if n > 0 {
-                inBuf.didWrite(n)
+                target.didWrite(n)
                 if n < space && !sawHangup { readable = false }
                 if phase == .forwarding { setDeadline(worker.loop.now + worker.idleTimeout) }
+                if let tls, let cipherIn {
+                    // Decrypt into inBuf (this also runs the handshake), and send what the handshake wrote.
+                    tls.feed(cipherIn.readable)
+                    cipherIn.clear()
+                    let result = tls.read(into: inBuf)
+                    flushOut()
+                    if closed { return }
+                    switch result {
+                    case .data, .wantMore: break
+                    case .closed:
+                        readable = false
+                        peerClosed()
+                        return
+                    case .failed:
+                        close()
+                        return
+                    }
+                    if inBuf.isEmpty { continue }
+                }
                 process()
             } else if n == 0 {
                 readable = false
@@ -186,12 +218,23 @@ final class DownstreamConnection: LoopHandler {
 
     /// Writes buffered output. A short write means the socket buffer is full: wait for EPOLLOUT (edge-triggered).
     func flushOut() {
-        while !outBuf.isEmpty && writable {
-            let pending = outBuf.readable
-            let n = send(fd, pending.baseAddress, pending.count, Int32(MSG_NOSIGNAL))
-            if n > 0 {
+        if let tls, let cipherOut {
+            // Plaintext into the TLS session (counted as written: bytes_out is the response's size), ciphertext out.
+            if !outBuf.isEmpty && tls.isHandshakeDone {
+                let n = outBuf.readableBytes
+                guard tls.write(outBuf.readable) else { close(); return }
                 outBuf.consume(n)
                 totalWritten += n
+            }
+            tls.takeCiphertext(into: cipherOut)
+        }
+        let wire = cipherOut ?? outBuf
+        while !wire.isEmpty && writable {
+            let pending = wire.readable
+            let n = send(fd, pending.baseAddress, pending.count, Int32(MSG_NOSIGNAL))
+            if n > 0 {
+                wire.consume(n)
+                if cipherOut == nil { totalWritten += n }
                 if n < pending.count { writable = false }
                 continue
             }
@@ -200,7 +243,7 @@ final class DownstreamConnection: LoopHandler {
             close()
             return
         }
-        if outBuf.isEmpty {
+        if pendingOutput == 0 {
             if phase == .closing {
                 startLingering()
                 return
@@ -215,6 +258,14 @@ final class DownstreamConnection: LoopHandler {
         if inBuf.isEmpty && !readable && exchange.requestDone {
             close()
             return
+        }
+        if let tls, let cipherOut {
+            // close_notify, best effort (the socket may be full; the FIN follows anyway).
+            tls.close()
+            tls.takeCiphertext(into: cipherOut)
+            let pending = cipherOut.readable
+            _ = send(fd, pending.baseAddress, pending.count, Int32(MSG_NOSIGNAL))
+            cipherOut.clear()
         }
         shutdown(fd, Int32(SHUT_WR))
         phase = .lingering

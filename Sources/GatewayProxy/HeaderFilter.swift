@@ -142,7 +142,7 @@ enum HeaderFilter {
     /// (the verdict headers).
     static func appendUpstreamRequestHead(_ head: HTTP1RequestHead, basePath: [UInt8], clientAddress: [UInt8],
                                           strip: [[UInt8]] = [], extra: UnsafeRawBufferPointer? = nil,
-                                          requestID: UnsafeRawBufferPointer? = nil, to out: ByteBuffer) {
+                                          requestID: UnsafeRawBufferPointer? = nil, https: Bool = false, to out: ByteBuffer) {
         head.bytes.withUnsafeBytes { raw in
             let target = originForm(UnsafeRawBufferPointer(rebasing: raw[head.target]))
             out.append(UnsafeRawBufferPointer(rebasing: raw[head.method]))
@@ -188,7 +188,7 @@ enum HeaderFilter {
                 out.append(", " as StaticString)
             }
             out.append(clientAddress)
-            out.append("\r\nX-Forwarded-Proto: http\r\n" as StaticString)
+            out.append(https ? "\r\nX-Forwarded-Proto: https\r\n" as StaticString : "\r\nX-Forwarded-Proto: http\r\n")
             if let host = head.host {
                 out.append("X-Forwarded-Host: " as StaticString)
                 out.append(UnsafeRawBufferPointer(rebasing: raw[host]))

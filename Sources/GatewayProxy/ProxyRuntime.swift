@@ -1,6 +1,7 @@
 import GatewayConfig
 import GatewayCore
 import GatewayPosix
+import GatewayTLS
 import HTTP1
 import Attestation
 import GatewayCrypto
@@ -44,6 +45,9 @@ public struct ProxyRuntime: Sendable {
     let fraudMetrics: [String: FraudMetricRefresher]
     public let upstreams: [UpstreamTarget]
     public let listenAddresses: [SocketAddress]
+    /// Per listener (same order), its TLS context when it has `tls:` (read from the files at start-up and on
+    /// every reload, so SIGHUP picks up renewed certificates for new connections).
+    let listenerTLS: [TLSContext?]
     public let requestLimits: HTTP1Limits
     public let responseLimits: HTTP1Limits
     public let headerTimeoutMillis: UInt64
@@ -103,15 +107,22 @@ public struct ProxyRuntime: Sendable {
         }
         upstreams = targets
         var addresses: [SocketAddress] = []
+        var tls: [TLSContext?] = []
         for l in config.listeners {
-            if l.tls != nil {
-                throw StartupError(description: "listeners.\(l.name).tls: TLS termination is not supported yet (it arrives with the TLS issue)")
+            if let t = l.tls {
+                // HTTP/2 is not served yet: ALPN offers HTTP/1.1 only, so h2 clients fall back instead of failing.
+                do { tls.append(try TLSContext.server(certificateChainFile: t.certificate, privateKeyFile: t.privateKey, alpn: ["http/1.1"])) } catch {
+                    throw StartupError(description: "listeners.\(l.name).tls: \(error.description)")
+                }
+            } else {
+                tls.append(nil)
             }
             do { addresses.append(try SocketAddress.resolve(host: l.address.host, port: l.address.port)) } catch {
                 throw StartupError(description: "listeners.\(l.name).address: \(error)")
             }
         }
         listenAddresses = addresses
+        listenerTLS = tls
         requestLimits = HTTP1Limits(maxHeaderBytes: config.limits.maxHeaderBytes, maxHeaders: config.limits.maxHeaders)
         responseLimits = HTTP1Limits(maxHeaderBytes: max(64 * 1024, config.limits.maxHeaderBytes), maxHeaders: max(200, config.limits.maxHeaders))
         headerTimeoutMillis = UInt64(config.limits.headerTimeoutMillis)

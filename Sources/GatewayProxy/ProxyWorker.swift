@@ -3,6 +3,7 @@ import Glibc
 #endif
 import GatewayCore
 import GatewayPosix
+import GatewayTLS
 import Observability
 import Synchronization
 import Attestation
@@ -85,9 +86,9 @@ public final class ProxyWorker: @unchecked Sendable {
 
     /// Binds this worker's listening sockets.
     public func bind() throws(PosixError) {
-        for address in current.runtime.listenAddresses {
+        for (index, address) in current.runtime.listenAddresses.enumerated() {
             let fd = try Socket.listen(on: address)
-            let handler = ListenerHandler(fd: fd, worker: self)
+            let handler = ListenerHandler(fd: fd, worker: self, index: index)
             try loop.register(fd: fd, events: IOEvents.readable, handler: handler)
             listeners.append(handler)
         }
@@ -100,8 +101,17 @@ public final class ProxyWorker: @unchecked Sendable {
     }
 
     /// Takes a freshly accepted client connection.
-    func adopt(fd: Int32, peer: SocketAddress) {
-        let connection = DownstreamConnection(fd: fd, worker: self, clientAddress: Array(peer.hostString.utf8))
+    func adopt(fd: Int32, peer: SocketAddress, listener: Int) {
+        var tls: TLSSession? = nil
+        if listener < current.runtime.listenerTLS.count, let context = current.runtime.listenerTLS[listener] {
+            guard let session = try? TLSSession(context: context) else {
+                close(fd)
+                budget.release()
+                return
+            }
+            tls = session
+        }
+        let connection = DownstreamConnection(fd: fd, worker: self, clientAddress: Array(peer.hostString.utf8), tls: tls)
         do {
             try loop.register(fd: fd, events: IOEvents.all, handler: connection)
         } catch {
@@ -146,12 +156,15 @@ public final class ProxyWorker: @unchecked Sendable {
 final class ListenerHandler: LoopHandler {
     let fd: Int32
     unowned let worker: ProxyWorker
+    /// The listener's position in the configuration (its TLS context).
+    let index: Int
     var deadline: UInt64 { 0 }
     private var closed = false
 
-    init(fd: Int32, worker: ProxyWorker) {
+    init(fd: Int32, worker: ProxyWorker, index: Int) {
         self.fd = fd
         self.worker = worker
+        self.index = index
     }
 
     func onEvents(_ events: UInt32) {
@@ -162,7 +175,7 @@ final class ListenerHandler: LoopHandler {
                 Glibc.close(client)   // at max_connections: refuse at once rather than queue
                 continue
             }
-            worker.adopt(fd: client, peer: peer)
+            worker.adopt(fd: client, peer: peer, listener: index)
         }
     }
 
