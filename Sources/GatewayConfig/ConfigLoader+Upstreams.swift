@@ -19,7 +19,8 @@ extension ConfigLoader {
     }
 
     static func decodeUpstream(name: String, _ map: MappingReader) -> UpstreamConfig? {
-        map.rejectUnknownKeys(allowed: ["url", "connect_timeout", "response_timeout", "max_idle_connections"])
+        map.rejectUnknownKeys(allowed: ["url", "connect_timeout", "response_timeout", "max_idle_connections", "ca_file"])
+        let caFile = map.filePath("ca_file")
         let target = map.string("url", required: true).flatMap { upstreamURL($0, map) }
         let connect = map.duration("connect_timeout")
         let response = map.duration("response_timeout")
@@ -29,6 +30,13 @@ extension ConfigLoader {
         if let connect { upstream.connectTimeoutMillis = connect }
         if let response { upstream.responseTimeoutMillis = response }
         if let idle { upstream.maxIdleConnections = idle }
+        if let caFile {
+            guard upstream.tls else {
+                map.report("ca_file needs an https:// url", key: "ca_file")
+                return nil
+            }
+            upstream.caFile = caFile
+        }
         return upstream
     }
 

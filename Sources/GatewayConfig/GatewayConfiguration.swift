@@ -96,9 +96,10 @@ public struct UpstreamConfig: Sendable, Equatable {
     public var connectTimeoutMillis: Int = 2_000
     public var responseTimeoutMillis: Int = 30_000
     public var maxIdleConnections: Int = 64
-    /// True for an `https://` URL (port default 443). Recorded only: TLS to upstreams is not implemented yet,
-    /// and the proxy refuses such an upstream at start-up.
+    /// True for an `https://` URL (port default 443): TLS to the upstream, the certificate verified for `host`.
     public var tls: Bool = false
+    /// Extension: the trust anchor for an `https://` upstream's certificate (default: the system store).
+    public var caFile: String?
     public init(name: String, host: String, port: UInt16, basePath: String = "") {
         self.name = name; self.host = host; self.port = port; self.basePath = basePath
     }

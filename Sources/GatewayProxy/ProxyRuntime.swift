@@ -19,6 +19,10 @@ public struct UpstreamTarget: Sendable {
     public let connectTimeoutMillis: UInt64
     public let responseTimeoutMillis: UInt64
     public let maxIdleConnections: Int
+    /// `https://` upstreams: the client TLS context (certificate checked against `ca_file` or the system store).
+    let tls: TLSContext?
+    /// The host name for SNI and the certificate check.
+    let serverName: String
 }
 
 extension UpstreamTarget: Equatable {
@@ -26,7 +30,7 @@ extension UpstreamTarget: Equatable {
     public static func == (a: UpstreamTarget, b: UpstreamTarget) -> Bool {
         a.name == b.name && a.address.description == b.address.description && a.basePath == b.basePath &&
             a.connectTimeoutMillis == b.connectTimeoutMillis && a.responseTimeoutMillis == b.responseTimeoutMillis &&
-            a.maxIdleConnections == b.maxIdleConnections
+            a.maxIdleConnections == b.maxIdleConnections && a.tls === b.tls
     }
 }
 
@@ -93,8 +97,11 @@ public struct ProxyRuntime: Sendable {
         fraudMetrics = try Self.fraudMetricRefreshers(config, verifiers: verifiers, state: state)
         var targets: [UpstreamTarget] = []
         for u in config.upstreams {
+            var tlsContext: TLSContext? = nil
             if u.tls {
-                throw StartupError(description: "upstreams.\(u.name).url: https upstreams are not supported yet (TLS to upstreams arrives with the TLS issue)")
+                do { tlsContext = try TLSContext.client(caFile: u.caFile, alpn: ["http/1.1"]) } catch {
+                    throw StartupError(description: "upstreams.\(u.name): \(error.description)")
+                }
             }
             let address: SocketAddress
             do { address = try SocketAddress.resolve(host: u.host, port: u.port) } catch {
@@ -103,7 +110,7 @@ public struct ProxyRuntime: Sendable {
             targets.append(UpstreamTarget(
                 name: u.name, metricID: MetricNames.shared.id(u.name), address: address, basePath: Array(u.basePath.utf8),
                 connectTimeoutMillis: UInt64(u.connectTimeoutMillis), responseTimeoutMillis: UInt64(u.responseTimeoutMillis),
-                maxIdleConnections: u.maxIdleConnections))
+                maxIdleConnections: u.maxIdleConnections, tls: tlsContext, serverName: u.host))
         }
         upstreams = targets
         var addresses: [SocketAddress] = []

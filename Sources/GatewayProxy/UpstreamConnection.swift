@@ -3,6 +3,7 @@ import Glibc
 #endif
 import GatewayCore
 import GatewayPosix
+import GatewayTLS
 import HTTP1
 
 /// Why an exchange with the upstream failed; the client gets 502 or 504 from this.
@@ -52,9 +53,17 @@ final class UpstreamConnection: LoopHandler {
     private var lastHeadKeepAlive = false
     var deadline: UInt64 = 0
 
-    init(fd: Int32, pool: UpstreamPool, connecting: Bool) {
+    /// `https://` upstreams: the TLS session and its ciphertext both ways (`inBuf`/`outBuf` stay plaintext).
+    private let tls: TLSSession?
+    private let cipherIn: ByteBuffer?
+    private let cipherOut: ByteBuffer?
+
+    init(fd: Int32, pool: UpstreamPool, connecting: Bool, tls: TLSSession? = nil) {
         self.fd = fd
         self.pool = pool
+        self.tls = tls
+        cipherIn = tls == nil ? nil : ByteBuffer(capacity: 16 * 1024)
+        cipherOut = tls == nil ? nil : ByteBuffer(capacity: 16 * 1024)
         self.connecting = connecting
         self.writable = !connecting
         self.parser = HTTP1ResponseParser(limits: pool.worker.runtime.responseLimits)
@@ -124,7 +133,7 @@ final class UpstreamConnection: LoopHandler {
         }
         if events & IOEvents.writable != 0 {
             writable = true
-            if !outBuf.isEmpty { flush() }
+            if !outBuf.isEmpty || (cipherOut?.isEmpty == false) { flush() }
         }
         if events & (IOEvents.readHangup | IOEvents.hangup | IOEvents.error) != 0 { sawHangup = true }
         if events & (IOEvents.readable | IOEvents.readHangup | IOEvents.hangup | IOEvents.error) != 0 {
@@ -149,12 +158,26 @@ final class UpstreamConnection: LoopHandler {
     /// fresh connection (the only retry: after a byte has left, the upstream may have acted on it).
     func flush() {
         guard !connecting, !isClosed, writable else { return }
-        while !outBuf.isEmpty {
-            let pending = outBuf.readable
-            let n = send(fd, pending.baseAddress, pending.count, Int32(MSG_NOSIGNAL))
-            if n > 0 {
+        if let tls, let cipherOut {
+            if !tls.isHandshakeDone {
+                if case .failed = tls.handshake() { fail(.connectFailed); return }
+            }
+            // The request goes in once the handshake is done (until then only handshake records leave).
+            if tls.isHandshakeDone && !outBuf.isEmpty {
+                let n = outBuf.readableBytes
+                guard tls.write(outBuf.readable) else { fail(.closed); return }
                 outBuf.consume(n)
                 bytesSent += n
+            }
+            tls.takeCiphertext(into: cipherOut)
+        }
+        let wire = cipherOut ?? outBuf
+        while !wire.isEmpty {
+            let pending = wire.readable
+            let n = send(fd, pending.baseAddress, pending.count, Int32(MSG_NOSIGNAL))
+            if n > 0 {
+                wire.consume(n)
+                if cipherOut == nil { bytesSent += n }
                 if n < pending.count { writable = false; break }
                 continue
             }
@@ -190,13 +213,30 @@ final class UpstreamConnection: LoopHandler {
 
     private func readLoop() {
         while readable && !readPaused && !isClosed && client != nil {
-            inBuf.reserve(16 * 1024)
-            let space = inBuf.writableBytes
-            let n = recv(fd, inBuf.writablePointer, space, 0)
+            let target = cipherIn ?? inBuf
+            target.reserve(16 * 1024)
+            let space = target.writableBytes
+            let n = recv(fd, target.writablePointer, space, 0)
             if n > 0 {
-                inBuf.didWrite(n)
+                target.didWrite(n)
                 if n < space && !sawHangup { readable = false }
                 setDeadline(pool.worker.loop.now + pool.target.responseTimeoutMillis)
+                if let tls, let cipherIn {
+                    let wasHandshaking = !tls.isHandshakeDone
+                    tls.feed(cipherIn.readable)
+                    cipherIn.clear()
+                    let result = tls.read(into: inBuf)
+                    if case .failed = result { fail(wasHandshaking ? .connectFailed : .closed); return }
+                    // Handshake records to send, and the request once the handshake has finished.
+                    if wasHandshaking || (cipherOut?.isEmpty == false) { flush() }
+                    if isClosed { return }
+                    if case .closed = result {
+                        readable = false
+                        onEOF()
+                        return
+                    }
+                    if inBuf.isEmpty { continue }
+                }
                 process()
             } else if n == 0 {
                 readable = false

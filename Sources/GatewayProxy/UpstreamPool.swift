@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import GatewayPosix
+import GatewayTLS
 
 /// Keep-alive connections to one upstream, owned by one loop.
 final class UpstreamPool {
@@ -31,7 +32,15 @@ final class UpstreamPool {
     func connect(for client: DownstreamConnection, isHEAD: Bool) -> UpstreamConnection? {
         let result: (fd: Int32, connected: Bool)
         do { result = try Socket.connect(to: target.address) } catch { return nil }
-        let c = UpstreamConnection(fd: result.fd, pool: self, connecting: !result.connected)
+        var tls: TLSSession? = nil
+        if let context = target.tls {
+            guard let session = try? TLSSession(context: context, serverName: target.serverName) else {
+                close(result.fd)
+                return nil
+            }
+            tls = session
+        }
+        let c = UpstreamConnection(fd: result.fd, pool: self, connecting: !result.connected, tls: tls)
         do {
             try worker.loop.register(fd: result.fd, events: IOEvents.all, handler: c)
         } catch {
