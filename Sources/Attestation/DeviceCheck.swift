@@ -5,7 +5,6 @@ import GatewayCore
 import GatewayCrypto
 import JOSE
 import StateStore
-import Synchronization
 
 /// The ES256 token that authorizes the gateway's calls to Apple's DeviceCheck and App Attest servers
 /// (`kid` = the key id, `iss` = the team id, `iat`), signed with the `.p8` key and reused until it is

@@ -6,7 +6,6 @@ import JOSE
 import Observability
 import OutboundHTTP
 import StateStore
-import Synchronization
 
 /// The App Attest fraud-metric refresher of one verifier with `fraud_metric` (PROTOCOL.md "App Attest receipts and
 /// fraud metric"): posts each key's latest receipt to Apple's data server — an ATTEST receipt at once, then every

@@ -4,8 +4,6 @@ import GatewayPosix
 import GatewayTLS
 import HTTP1
 import Attestation
-import GatewayCrypto
-import KeySetCache
 import Observability
 
 /// An upstream with its address resolved once at start-up.
@@ -149,13 +147,7 @@ extension ProxyRuntime {
         for v in config.verifiers {
             guard case .appAttest(let c) = v.kind, let f = c.fraudMetric, let verifier = verifiers.appAttest[v.name],
                   let receiptVerifier = verifier.receiptVerifier, let state else { continue }
-            let key: ECPrivateKey
-            do {
-                let pem = try KeySetSources.file(path: f.privateKey, maxBytes: 64 * 1024)().body
-                key = try ECPrivateKey(pem: String(decoding: pem, as: UTF8.self))
-            } catch {
-                throw StartupError(description: "verifiers.\(v.name).fraud_metric.private_key: cannot read an EC private key (.p8) from \(f.privateKey): \(error)")
-            }
+            let key = try VerifierGraph.appleKey(f.privateKey, key: "verifiers.\(v.name).fraud_metric.private_key")
             let base = f.baseURL ?? (c.environment == .development ? "https://data-development.appattest.apple.com"
                                                                    : "https://data.appattest.apple.com")
             built[v.name] = FraudMetricRefresher(

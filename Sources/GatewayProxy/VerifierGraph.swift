@@ -83,16 +83,7 @@ public struct VerifierGraph: Sendable {
         var built: [String: AppAttestVerifier] = [:]
         for v in config.verifiers {
             guard case .appAttest(let c) = v.kind else { continue }
-            let root: X509Certificate
-            if c.rootCA == "builtin" {
-                root = AppAttestRoots.apple
-            } else {
-                guard let bytes = try? KeySetSources.file(path: c.rootCA)().body,
-                      let cert = X509Certificate(pem: String(decoding: bytes, as: UTF8.self)) else {
-                    throw ProxyRuntime.StartupError(description: "verifiers.\(v.name).root_ca: cannot read a PEM certificate from \(c.rootCA)")
-                }
-                root = cert
-            }
+            let root = try certificate(c.rootCA, builtin: AppAttestRoots.apple, key: "verifiers.\(v.name).root_ca")
             let environment: AppAttestEnvironmentPolicy = switch c.environment {
             case .production: .production
             case .development: .development
@@ -102,18 +93,8 @@ public struct VerifierGraph: Sendable {
             case .request: .request(maxSkewSeconds: Int64(c.maxSkewMillis / 1000))
             case .challenge: .challenge
             }
-            var receiptVerifier: AppAttestReceiptVerifier? = nil
-            if c.fraudMetric != nil {
-                if c.receiptRootCA == "builtin" {
-                    receiptVerifier = AppAttestReceiptVerifier(root: AppAttestRoots.appleRootG3)
-                } else {
-                    guard let bytes = try? KeySetSources.file(path: c.receiptRootCA)().body,
-                          let cert = X509Certificate(pem: String(decoding: bytes, as: UTF8.self)) else {
-                        throw ProxyRuntime.StartupError(description: "verifiers.\(v.name).receipt_root_ca: cannot read a PEM certificate from \(c.receiptRootCA)")
-                    }
-                    receiptVerifier = AppAttestReceiptVerifier(root: cert)
-                }
-            }
+            let receiptVerifier = c.fraudMetric == nil ? nil : AppAttestReceiptVerifier(
+                root: try certificate(c.receiptRootCA, builtin: AppAttestRoots.appleRootG3, key: "verifiers.\(v.name).receipt_root_ca"))
             built[v.name] = AppAttestVerifier(
                 name: v.name, teamID: c.teamID, bundleIDs: c.bundleIDs, environment: environment, root: root,
                 binding: binding, challengeTTLSeconds: Int64(max(1, c.challengeTTLMillis / 1000)),
@@ -130,13 +111,7 @@ public struct VerifierGraph: Sendable {
         var built: [String: DeviceCheckVerifier] = [:]
         for v in config.verifiers {
             guard case .deviceCheck(let c) = v.kind else { continue }
-            let key: ECPrivateKey
-            do {
-                let pem = try KeySetSources.file(path: c.privateKey, maxBytes: 64 * 1024)().body
-                key = try ECPrivateKey(pem: String(decoding: pem, as: UTF8.self))
-            } catch {
-                throw ProxyRuntime.StartupError(description: "verifiers.\(v.name).private_key: cannot read an EC private key (.p8) from \(c.privateKey): \(error)")
-            }
+            let key = try appleKey(c.privateKey, key: "verifiers.\(v.name).private_key")
             let base = c.baseURL ?? (c.environment == .production ? "https://api.devicecheck.apple.com"
                                                                   : "https://api.development.devicecheck.apple.com")
             let client = CurlHTTPClient(caFile: c.caFile)
@@ -157,6 +132,26 @@ public struct VerifierGraph: Sendable {
                 })
         }
         return built
+    }
+
+    /// `builtin`, or a PEM certificate file read now (a bad one stops start-up, naming `key`).
+    static func certificate(_ setting: String, builtin: X509Certificate, key: String) throws(ProxyRuntime.StartupError) -> X509Certificate {
+        if setting == "builtin" { return builtin }
+        guard let bytes = try? KeySetSources.file(path: setting)().body,
+              let cert = X509Certificate(pem: String(decoding: bytes, as: UTF8.self)) else {
+            throw ProxyRuntime.StartupError(description: "\(key): cannot read a PEM certificate from \(setting)")
+        }
+        return cert
+    }
+
+    /// An Apple `.p8` key (PKCS#8 PEM, EC) read now (a bad one stops start-up, naming `key`).
+    static func appleKey(_ path: String, key: String) throws(ProxyRuntime.StartupError) -> ECPrivateKey {
+        do {
+            let pem = try KeySetSources.file(path: path, maxBytes: 64 * 1024)().body
+            return try ECPrivateKey(pem: String(decoding: pem, as: UTF8.self))
+        } catch {
+            throw ProxyRuntime.StartupError(description: "\(key): cannot read an EC private key (.p8) from \(path): \(error)")
+        }
     }
 
     /// Starts the key-set refreshers (background threads; the request path never fetches) — of every verifier, or
