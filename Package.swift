@@ -41,6 +41,7 @@ let package = Package(
         .target(name: "GatewayConfig", dependencies: ["CYAML", "GatewayCore"]),
         .target(name: "GatewayCrypto", dependencies: ["COpenSSL", "GatewayCore"]),
         .target(name: "GatewayTLS", dependencies: ["COpenSSL", "GatewayCore"]),
+        .target(name: "HTTP2", dependencies: ["CNGHTTP2", "GatewayCore"]),
         .target(name: "JOSE", dependencies: ["GatewayCrypto", "GatewayCore"]),
         .target(name: "CBOR", dependencies: ["CCBOR", "GatewayCore"]),
         .target(name: "KeySetCache", dependencies: ["GatewayCore"]),
@@ -59,7 +60,7 @@ let package = Package(
         // Layer 4: the request path.
         .target(name: "GatewayProxy", dependencies: [
             "GatewayCore", "Observability", "HTTP1", "GatewayConfig", "GatewayPosix", "GatewayCrypto", "CGatewayShims", "GatewayTLS",
-            "Attestation", "JOSE", "KeySetCache", "OutboundHTTP", "StateStore", "StateStoreSQLite", "StateStoreRedis",
+            "HTTP2", "Attestation", "JOSE", "KeySetCache", "OutboundHTTP", "StateStore", "StateStoreSQLite", "StateStoreRedis",
         ], swiftSettings: hotPath),
 
         // Layer 5: the executable.
@@ -80,6 +81,7 @@ let package = Package(
             "GatewayProxy", "GatewayConfig", "HTTP1", "GatewayCore", "Attestation", "JOSE", "GatewayCrypto", "KeySetCache",
         ]),
         .testTarget(name: "GatewayTLSTests", dependencies: ["GatewayTLS", "GatewayCore"]),
+        .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "GatewayCore"]),
         .testTarget(name: "GatewayCryptoTests", dependencies: ["GatewayCrypto", "GatewayCore"]),
         .testTarget(name: "CBORTests", dependencies: ["CBOR", "GatewayCore"], resources: [.copy("Vectors")]),
         .testTarget(name: "JOSETests", dependencies: ["JOSE", "GatewayCrypto", "GatewayCore"]),

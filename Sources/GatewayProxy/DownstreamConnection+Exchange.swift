@@ -13,10 +13,26 @@ extension DownstreamConnection {
     /// Feeds buffered input to the parser until it needs more, an exchange waits on the upstream, or the
     /// connection is closing.
     func process() {
+        if let mux {
+            mux.input(inBuf)
+            return
+        }
         while !closed {
             switch phase {
             case .awaitingHead:
                 if inBuf.isEmpty { return }
+                if !exchange.sawRequestBytes && stream == nil {
+                    switch checkH2CPreface() {
+                    case .some(true):
+                        startHTTP2()
+                        if let mux, !closed { mux.input(inBuf) }
+                        return
+                    case nil:
+                        return   // the start of the h2c preface, maybe: wait for the rest
+                    case .some(false):
+                        break
+                    }
+                }
                 if !exchange.sawRequestBytes {
                     exchange.sawRequestBytes = true
                     setDeadline(worker.loop.now + worker.headerTimeout)
@@ -258,10 +274,10 @@ extension DownstreamConnection {
                 plan.appendVerdictHeaders(decision, to: scratch)
                 HeaderFilter.appendUpstreamRequestHead(head, basePath: pool.target.basePath, clientAddress: clientAddress,
                                                        strip: plan.stripTokenHeaders ? plan.tokenHeaders : [],
-                                                       extra: scratch.readable, requestID: id, https: tls != nil, to: up.outBuf)
+                                                       extra: scratch.readable, requestID: id, https: https, to: up.outBuf)
             } else {
                 HeaderFilter.appendUpstreamRequestHead(head, basePath: pool.target.basePath, clientAddress: clientAddress,
-                                                       requestID: id, https: tls != nil, to: up.outBuf)
+                                                       requestID: id, https: https, to: up.outBuf)
             }
         }
         if let held = exchange.heldBody {

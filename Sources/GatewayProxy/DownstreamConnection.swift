@@ -5,9 +5,14 @@ import GatewayCore
 import GatewayPosix
 import GatewayTLS
 import HTTP1
+import HTTP2
 
 /// One client connection: reads requests, drives one exchange at a time through routing and the upstream, and
 /// writes responses in request order (pipelined requests wait in the input buffer). Loop-confined.
+///
+/// HTTP/2: a connection that negotiates h2 (ALPN, or the h2c preface on an `http2: true` listener) keeps its socket
+/// and TLS and hands its plaintext to an `H2Mux`; each of its streams is then a `DownstreamConnection` without a
+/// socket (`stream`), fed an HTTP/1.1 request and read back for its response (see H2Mux.swift).
 final class DownstreamConnection: LoopHandler {
     enum Phase {
         /// Waiting for (the rest of) a request head.
@@ -24,8 +29,8 @@ final class DownstreamConnection: LoopHandler {
     /// The worker outlives its connections (it closes them all before it goes), so no reference counting here.
     unowned(unsafe) let worker: ProxyWorker
     let clientAddress: [UInt8]
-    let inBuf = ByteBuffer(capacity: 16 * 1024)
-    let outBuf = ByteBuffer(capacity: 16 * 1024)
+    let inBuf: ByteBuffer
+    let outBuf: ByteBuffer
     var parser: HTTP1RequestParser
     var phase = Phase.awaitingHead
     var deadline: UInt64 = 0
@@ -40,6 +45,8 @@ final class DownstreamConnection: LoopHandler {
     /// Bytes written to the socket over the connection's life (for bytes_out).
     var totalWritten = 0
     var lingerUntil: UInt64 = 0
+    /// HTTP/2: when an idle connection (no streams) closes.
+    var muxIdleUntil: UInt64 = 0
 
     // The current exchange.
     var exchange = Exchange()
@@ -51,17 +58,60 @@ final class DownstreamConnection: LoopHandler {
     private let cipherIn: ByteBuffer?
     private let cipherOut: ByteBuffer?
 
-    /// Response bytes not yet on the wire (plaintext waiting, plus ciphertext waiting on a TLS connection).
-    var pendingOutput: Int { outBuf.readableBytes + (cipherOut?.readableBytes ?? 0) }
+    /// The request arrived over TLS (X-Forwarded-Proto https).
+    let https: Bool
+    /// HTTP/2 on this connection's socket, once negotiated.
+    private(set) var mux: H2Mux? = nil
+    /// A plaintext `http2: true` listener, before the first request: the h2c preface may still come.
+    private var h2cPossible: Bool
+    /// A TLS connection whose ALPN choice has not been looked at yet.
+    private var alpnPending: Bool
+    /// An HTTP/2 stream's exchange (no socket: `fd` is -1).
+    let stream: H2Stream?
+    /// Inside the HTTP/2 write loop (streams asking for a flush then only flag it).
+    var flushing = false
 
-    init(fd: Int32, worker: ProxyWorker, clientAddress: [UInt8], tls: TLSSession? = nil) {
+    /// Response bytes not yet on the wire (plaintext waiting, plus ciphertext waiting on a TLS connection; for a
+    /// stream, the body nghttp2 has not taken yet).
+    var pendingOutput: Int { outBuf.readableBytes + (cipherOut?.readableBytes ?? 0) + (stream?.queuedBytes ?? 0) }
+
+    init(fd: Int32, worker: ProxyWorker, clientAddress: [UInt8], tls: TLSSession? = nil, http2: Bool = false) {
         self.fd = fd
         self.worker = worker
         self.clientAddress = clientAddress
         self.tls = tls
+        https = tls != nil
+        h2cPossible = http2 && tls == nil
+        alpnPending = http2 && tls != nil
+        stream = nil
+        inBuf = ByteBuffer(capacity: 16 * 1024)
+        outBuf = ByteBuffer(capacity: 16 * 1024)
         cipherIn = tls == nil ? nil : ByteBuffer(capacity: 16 * 1024)
         cipherOut = tls == nil ? nil : ByteBuffer(capacity: 16 * 1024)
         self.parser = HTTP1RequestParser(limits: worker.runtime.requestLimits)
+    }
+
+    /// The exchange of one HTTP/2 stream of `owner`.
+    init(stream: H2Stream, of owner: DownstreamConnection) {
+        fd = -1
+        worker = owner.worker
+        clientAddress = owner.clientAddress
+        tls = nil
+        https = owner.https
+        h2cPossible = false
+        alpnPending = false
+        self.stream = stream
+        inBuf = ByteBuffer(capacity: 2048)
+        outBuf = ByteBuffer(capacity: 2048)
+        cipherIn = nil
+        cipherOut = nil
+        parser = HTTP1RequestParser(limits: worker.runtime.requestLimits)
+    }
+
+    /// A stream's request head is in `inBuf`: serve it.
+    func startStream() {
+        setDeadline(worker.loop.now + worker.headerTimeout)
+        readLoop()
     }
 
     func start() {
@@ -73,6 +123,12 @@ final class DownstreamConnection: LoopHandler {
     @inline(__always) func setDeadline(_ d: UInt64) {
         deadline = d
         worker.loop.scheduleSweep(by: d)
+        if let stream { stream.mux.owner.streamDeadline(d) }
+    }
+
+    /// A stream's deadline: the socket's sweep entry must come no later (`onTimeout` hands it on).
+    private func streamDeadline(_ d: UInt64) {
+        if deadline == 0 || d < deadline { deadline = d }
     }
 
     // MARK: events
@@ -94,6 +150,18 @@ final class DownstreamConnection: LoopHandler {
 
     func onTimeout(now: UInt64) {
         if closed { return }
+        if let mux {
+            mux.streamTimeouts(now: now)
+            if closed { return }
+            if mux.streams.isEmpty && now >= muxIdleUntil {
+                close()   // idle: nothing in flight to lose
+                return
+            }
+            let d = mux.earliestStreamDeadline
+            deadline = mux.streams.isEmpty ? muxIdleUntil : d
+            if deadline != 0 { worker.loop.scheduleSweep(by: deadline) }
+            return
+        }
         switch phase {
         case .awaitingHead:
             if exchange.sawRequestBytes {
@@ -124,6 +192,7 @@ final class DownstreamConnection: LoopHandler {
 
     /// Whether the connection wants more bytes from the client now.
     @inline(__always) private var wantsRead: Bool {
+        if mux != nil { return true }   // nghttp2's flow control bounds what streams may send
         switch phase {
         case .awaitingHead, .lingering: return true
         case .forwarding: return !exchange.requestDone && !readPaused && !exchange.awaitingState
@@ -132,6 +201,12 @@ final class DownstreamConnection: LoopHandler {
     }
 
     func readLoop() {
+        if let stream {
+            // Input is pushed by the HTTP/2 session; what the exchange takes opens the client's window again.
+            if !closed && wantsRead { process() }
+            if !closed { stream.acknowledge(remaining: inBuf.readableBytes) }
+            return
+        }
         while readable && !closed && wantsRead {
             if phase == .lingering {
                 linger()
@@ -162,8 +237,14 @@ final class DownstreamConnection: LoopHandler {
                         close()
                         return
                     }
+                    if alpnPending && tls.isHandshakeDone {
+                        alpnPending = false
+                        if tls.negotiatedProtocol == "h2" { startHTTP2() }
+                        if closed { return }
+                    }
                     if inBuf.isEmpty { continue }
                 }
+                if mux != nil { muxIdleUntil = worker.loop.now + worker.idleTimeout }
                 process()
             } else if n == 0 {
                 readable = false
@@ -199,6 +280,7 @@ final class DownstreamConnection: LoopHandler {
 
     /// The client closed its sending side.
     private func peerClosed() {
+        if mux != nil { close(); return }
         switch phase {
         case .awaitingHead:
             close()
@@ -218,11 +300,27 @@ final class DownstreamConnection: LoopHandler {
 
     /// Writes buffered output. A short write means the socket buffer is full: wait for EPOLLOUT (edge-triggered).
     func flushOut() {
+        if let stream { flushStream(stream); return }
+        if let mux { flushHTTP2(mux); return }
+        guard writeWire() else { return }
+        if pendingOutput == 0 {
+            if phase == .closing {
+                startLingering()
+                return
+            }
+            if let up = exchange.upstream { up.resumeReading() }
+        } else if phase == .forwarding {
+            setDeadline(worker.loop.now + worker.idleTimeout)
+        }
+    }
+
+    /// Encrypts (TLS) and sends what `outBuf` holds; false when the connection closed.
+    @inline(__always) private func writeWire() -> Bool {
         if let tls, let cipherOut {
             // Plaintext into the TLS session (counted as written: bytes_out is the response's size), ciphertext out.
             if !outBuf.isEmpty && tls.isHandshakeDone {
                 let n = outBuf.readableBytes
-                guard tls.write(outBuf.readable) else { close(); return }
+                guard tls.write(outBuf.readable) else { close(); return false }
                 outBuf.consume(n)
                 totalWritten += n
             }
@@ -241,20 +339,13 @@ final class DownstreamConnection: LoopHandler {
             if n < 0 && errno == EINTR { continue }
             if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { writable = false; break }
             close()
-            return
+            return false
         }
-        if pendingOutput == 0 {
-            if phase == .closing {
-                startLingering()
-                return
-            }
-            if let up = exchange.upstream { up.resumeReading() }
-        } else if phase == .forwarding {
-            setDeadline(worker.loop.now + worker.idleTimeout)
-        }
+        return true
     }
 
     private func startLingering() {
+        if stream != nil { close(); return }   // a stream's exchange is over; nghttp2 ends the stream
         if inBuf.isEmpty && !readable && exchange.requestDone {
             close()
             return
@@ -280,6 +371,7 @@ final class DownstreamConnection: LoopHandler {
 
     /// SIGTERM: an idle connection closes now; a busy one after its response.
     func drain() {
+        if let mux { mux.drain(); return }
         if phase == .awaitingHead && !exchange.sawRequestBytes {
             close()
         } else {
@@ -292,10 +384,15 @@ final class DownstreamConnection: LoopHandler {
     func close() {
         guard !closed else { return }
         closed = true
-        if phase == .forwarding && !exchange.logged {
+        if phase == .forwarding && !exchange.logged && mux == nil {
             logExchange(status: exchange.status == 0 ? 499 : exchange.status)
         }
         abortUpstream()
+        if let stream {
+            stream.connectionClosed()
+            return
+        }
+        mux?.closeAll()
         worker.loop.deregister(fd: fd)
         Glibc.close(fd)
         worker.connectionClosed(self)
@@ -306,6 +403,73 @@ final class DownstreamConnection: LoopHandler {
             exchange.upstream = nil
             up.pool.remove(up)
             up.close()
+        }
+    }
+}
+
+// MARK: HTTP/2
+
+extension DownstreamConnection {
+    /// ALPN chose h2, or the h2c preface arrived: from now on the socket carries an HTTP/2 session.
+    func startHTTP2() {
+        do {
+            mux = try H2Mux(owner: self, settings: worker.runtime.h2Settings)
+        } catch {
+            close()
+            return
+        }
+        h2cPossible = false
+        phase = .forwarding
+        muxIdleUntil = worker.loop.now + worker.idleTimeout
+        setDeadline(muxIdleUntil)
+        flushOut()   // the server's SETTINGS
+    }
+
+    /// Plaintext `http2: true` listeners: whether the first bytes are the h2c preface (nil: not enough bytes yet).
+    /// Consulted until the first request is recognised either way.
+    func checkH2CPreface() -> Bool? {
+        guard h2cPossible else { return false }
+        guard let match = H2Preface.matches(inBuf.readable) else { return nil }
+        h2cPossible = false
+        return match
+    }
+
+    /// Writes the session's frames while the socket takes them; closes once the session is over.
+    fileprivate func flushHTTP2(_ mux: H2Mux) {
+        if flushing { mux.flushWanted = true; return }
+        flushing = true
+        defer { flushing = false }
+        while !closed {
+            mux.flushWanted = false
+            let before = outBuf.readableBytes
+            if before < 64 * 1024 && !mux.produce(into: outBuf, limit: 64 * 1024) {
+                _ = writeWire()
+                close()
+                return
+            }
+            let produced = outBuf.readableBytes - before
+            guard writeWire() else { return }
+            if mux.flushWanted || (produced > 0 && writable && pendingOutput == 0) { continue }
+            break
+        }
+        if !closed && pendingOutput == 0 && mux.isFinished { close() }
+    }
+
+    /// A stream's HTTP/1.1 output becomes its HTTP/2 response; the queue nghttp2 pulls from is its backpressure.
+    fileprivate func flushStream(_ stream: H2Stream) {
+        if !outBuf.isEmpty {
+            totalWritten += outBuf.readableBytes
+            stream.takeResponse(from: outBuf)
+            if closed { return }
+        }
+        if pendingOutput == 0 {
+            if phase == .closing {
+                startLingering()
+                return
+            }
+            if let up = exchange.upstream { up.resumeReading() }
+        } else if phase == .forwarding {
+            setDeadline(worker.loop.now + worker.idleTimeout)
         }
     }
 }

@@ -3,6 +3,7 @@ import GatewayCore
 import GatewayPosix
 import GatewayTLS
 import HTTP1
+import HTTP2
 import Attestation
 import Observability
 
@@ -50,6 +51,10 @@ public struct ProxyRuntime: Sendable {
     /// Per listener (same order), its TLS context when it has `tls:` (read from the files at start-up and on
     /// every reload, so SIGHUP picks up renewed certificates for new connections).
     let listenerTLS: [TLSContext?]
+    /// Per listener, `http2`: h2c prior knowledge on plaintext, ALPN h2 on TLS.
+    let listenerHTTP2: [Bool]
+    /// The HTTP/2 session limits (max_header_bytes is the header list size).
+    let h2Settings: H2Settings
     public let requestLimits: HTTP1Limits
     public let responseLimits: HTTP1Limits
     public let headerTimeoutMillis: UInt64
@@ -115,8 +120,8 @@ public struct ProxyRuntime: Sendable {
         var tls: [TLSContext?] = []
         for l in config.listeners {
             if let t = l.tls {
-                // HTTP/2 is not served yet: ALPN offers HTTP/1.1 only, so h2 clients fall back instead of failing.
-                do { tls.append(try TLSContext.server(certificateChainFile: t.certificate, privateKeyFile: t.privateKey, alpn: ["http/1.1"])) } catch {
+                let alpn = l.http2 ? ["h2", "http/1.1"] : ["http/1.1"]
+                do { tls.append(try TLSContext.server(certificateChainFile: t.certificate, privateKeyFile: t.privateKey, alpn: alpn)) } catch {
                     throw StartupError(description: "listeners.\(l.name).tls: \(error.description)")
                 }
             } else {
@@ -128,6 +133,10 @@ public struct ProxyRuntime: Sendable {
         }
         listenAddresses = addresses
         listenerTLS = tls
+        listenerHTTP2 = config.listeners.map(\.http2)
+        var h2 = H2Settings()
+        h2.maxHeaderListSize = config.limits.maxHeaderBytes
+        h2Settings = h2
         requestLimits = HTTP1Limits(maxHeaderBytes: config.limits.maxHeaderBytes, maxHeaders: config.limits.maxHeaders)
         responseLimits = HTTP1Limits(maxHeaderBytes: max(64 * 1024, config.limits.maxHeaderBytes), maxHeaders: max(200, config.limits.maxHeaders))
         headerTimeoutMillis = UInt64(config.limits.headerTimeoutMillis)

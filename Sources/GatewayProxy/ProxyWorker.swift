@@ -111,7 +111,9 @@ public final class ProxyWorker: @unchecked Sendable {
             }
             tls = session
         }
-        let connection = DownstreamConnection(fd: fd, worker: self, clientAddress: Array(peer.hostString.utf8), tls: tls)
+        let http2 = listener < current.runtime.listenerHTTP2.count && current.runtime.listenerHTTP2[listener]
+        let connection = DownstreamConnection(fd: fd, worker: self, clientAddress: Array(peer.hostString.utf8), tls: tls,
+                                              http2: http2)
         do {
             try loop.register(fd: fd, events: IOEvents.all, handler: connection)
         } catch {

@@ -1,0 +1,129 @@
+import CNGHTTP2
+
+/// Limits and windows of one HTTP/2 server session.
+public struct H2Settings: Sendable {
+    /// SETTINGS_MAX_CONCURRENT_STREAMS: more open streams are refused (RST_STREAM REFUSED_STREAM).
+    public var maxConcurrentStreams: UInt32 = 100
+    /// SETTINGS_INITIAL_WINDOW_SIZE: request body bytes a client may send on one stream before the gateway has
+    /// forwarded them.
+    public var streamWindow: UInt32 = 256 * 1024
+    /// The connection-level receive window (bounds the request body bytes buffered for all streams together).
+    public var connectionWindow: Int32 = 1 << 20
+    /// SETTINGS_MAX_HEADER_LIST_SIZE (RFC 9113 size: name + value + 32 per field). Heads over it are answered 431 by
+    /// the HTTP/1.1 rules; a header block over twice it ends the connection.
+    public var maxHeaderListSize = 32 * 1024
+    /// CONTINUATION frames allowed after one HEADERS frame.
+    public var maxContinuations = 16
+    /// PING and SETTINGS frames (not ACKs) from the client: a token bucket.
+    public var controlFrameBurst = 100
+    public var controlFramesPerSecond = 10
+    /// RST_STREAM frames from the client (rapid reset): a token bucket.
+    public var resetBurst = 200
+    public var resetsPerSecond = 20
+    /// ACKs (SETTINGS, PING) queued for a client that does not read before the session is ended.
+    public var maxOutboundAcks = 1000
+
+    public init() {}
+}
+
+/// A request's header block as received (pseudo-header fields apart; names lower-case, as HTTP/2 requires).
+public struct H2RequestHead: Sendable {
+    public var method: [UInt8] = []
+    public var path: [UInt8] = []
+    public var authority: [UInt8] = []
+    public var scheme: [UInt8] = []
+    public var fields: [(name: [UInt8], value: [UInt8])] = []
+    /// The RFC 9113 size of the list so far.
+    public var listSize = 0
+
+    public init() {}
+}
+
+/// What a response body source answers when nghttp2 asks for bytes.
+public enum H2BodyRead {
+    /// `n` bytes were written; `end`: that was the last of the body.
+    case bytes(Int, end: Bool)
+    /// Nothing now: call ``H2ServerSession/resumeData(stream:)`` when there is.
+    case deferred
+    /// The body cannot be completed: the stream is reset.
+    case failed
+}
+
+/// Events of an ``H2ServerSession``, delivered inside `receive` and `send`.
+public protocol H2SessionDelegate: AnyObject {
+    /// A request's complete header block; `endStream`: it has no body.
+    func h2Request(stream: Int32, head: H2RequestHead, endStream: Bool)
+    /// Request body bytes (to be acknowledged with ``H2ServerSession/consume(stream:_:)`` once taken on).
+    func h2RequestData(stream: Int32, _ bytes: UnsafeRawBufferPointer)
+    /// The request body ended (END_STREAM).
+    func h2RequestEnd(stream: Int32)
+    /// The stream closed: its response was sent and its request ended, or it was reset (`errorCode` ≠ 0).
+    func h2StreamClosed(stream: Int32, errorCode: UInt32)
+    /// Up to `into.count` bytes of the stream's response body.
+    func h2ResponseBody(stream: Int32, into: UnsafeMutableRawBufferPointer) -> H2BodyRead
+}
+
+/// HTTP/2 error codes the gateway sends (RFC 9113 section 7).
+public enum H2ErrorCode: UInt32, Sendable {
+    case noError = 0x0
+    case protocolError = 0x1
+    case internalError = 0x2
+    case refusedStream = 0x7
+    case cancel = 0x8
+    case enhanceYourCalm = 0xb
+}
+
+/// Why a session ended itself.
+public enum H2Failure: Sendable, Equatable, CustomStringConvertible {
+    case protocolError(String)
+    case flood(String)
+
+    public var description: String {
+        switch self {
+        case .protocolError(let s): "protocol error: \(s)"
+        case .flood(let what): "\(what) flood"
+        }
+    }
+}
+
+public struct H2Error: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// A token bucket over monotonic milliseconds: `burst` tokens, refilled at `perSecond`.
+struct TokenBucket {
+    private let burst: Double
+    private let perMilli: Double
+    private var tokens: Double
+    private var last: UInt64 = 0
+
+    init(burst: Int, perSecond: Int) {
+        self.burst = Double(burst)
+        perMilli = Double(perSecond) / 1000
+        tokens = Double(burst)
+    }
+
+    /// Takes one token; false when there is none.
+    mutating func take(now: UInt64) -> Bool {
+        if now > last {
+            tokens = min(burst, tokens + Double(now - last) * perMilli)
+            last = now
+        }
+        guard tokens >= 1 else { return false }
+        tokens -= 1
+        return true
+    }
+}
+
+/// The client connection preface (RFC 9113 3.4), the first bytes of an h2c prior-knowledge connection.
+public enum H2Preface {
+    public static let bytes: [UInt8] = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+
+    /// Whether `prefix` could still be (or already is) the preface: nil = not yet known (too short).
+    public static func matches(_ prefix: UnsafeRawBufferPointer) -> Bool? {
+        let n = min(prefix.count, bytes.count)
+        for i in 0..<n where prefix[i] != bytes[i] { return false }
+        return n == bytes.count ? true : nil
+    }
+}
