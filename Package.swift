@@ -71,7 +71,7 @@ let package = Package(
 
         // Fuzzing (`make fuzz`, docs/hardening.md): the harness functions, shared by the libFuzzer executable (built
         // with -sanitize=fuzzer -DFUZZING) and the regression tests; without FUZZING the executable replays files.
-        .target(name: "FuzzHarness", dependencies: ["HTTP1", "JOSE", "CBOR", "GatewayConfig", "Attestation", "GatewayCrypto"]),
+        .target(name: "FuzzHarness", dependencies: ["HTTP1", "HTTP2", "GatewayCore", "JOSE", "CBOR", "GatewayConfig", "Attestation", "GatewayCrypto"]),
         .executableTarget(name: "GatewayFuzz", dependencies: ["FuzzHarness", "CLibFuzzer"]),
 
         // Tests mirror modules.

@@ -60,9 +60,6 @@ enum ServeCommand {
             printErr("serve: \(error.description)")
             return ExitCode.failure
         }
-        for l in config.listeners where l.http2 {
-            Logger.warn("http2 is not supported yet; serving HTTP/1.1 only", ["listener": l.name])
-        }
         ProcessMetrics.shared.setConfigHash(configHash(path))
         let current = RuntimeSlot(runtime)
 

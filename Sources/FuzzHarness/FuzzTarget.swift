@@ -15,6 +15,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case configYAML = "config-yaml"
     /// App Attest receipts: OpenSSL's CMS and ASN.1 readers, the receipt fields, verification.
     case receipt
+    /// `H2ServerSession`: nghttp2's server session and the gateway's HTTP/2 limits, fed client frames.
+    case http2Session = "http2-session"
 
     /// The target's command-line and directory name.
     public var name: String { rawValue }
@@ -27,6 +29,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .cborAppAttest: CBORHarness.run(data)
         case .configYAML: ConfigHarness.run(data)
         case .receipt: ReceiptHarness.run(data)
+        case .http2Session: H2Harness.run(data)
         }
     }
 

@@ -419,9 +419,9 @@ extension DownstreamConnection {
         if outBuf.readableBytes >= 64 * 1024 {
             flushOut()
             if closed { return true }
-            return pendingOutput >= worker.highWater
         }
-        return false
+        // (An HTTP/2 stream's output moves to its queue on every flush, so the queue is what fills up.)
+        return pendingOutput >= worker.highWater
     }
 
     func upstreamResponseEnd(from up: UpstreamConnection, reusable: Bool) {

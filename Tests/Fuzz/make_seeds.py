@@ -2,7 +2,7 @@
 """Writes the fuzz seed corpora under Tests/Fuzz/Corpus/<target>/ from the repository's own test data, and the
 libFuzzer dictionaries under Tests/Fuzz/Dictionaries/<target>.dict (tokens the mutator splices in).
 
-Run from the repository root: python3 Tests/Fuzz/make_seeds.py. It replaces the four corpus directories and the
+Run from the repository root: python3 Tests/Fuzz/make_seeds.py. It replaces the corpus directories it writes and the
 dictionaries (the Regressions directories are never touched). Sources:
   http1-request   Tests/HTTP1Tests/Corpus/{valid,malformed} files up to 4 KiB, plus response heads written here
   jose            tokens, key sets and JSON documents written here (a fresh RSA key each run: only its public
@@ -10,6 +10,7 @@ dictionaries (the Regressions directories are never touched). Sources:
   cbor-appattest  the attestations and assertions of Tests/CBORTests/Vectors (base64 decoded), the authenticator
                   data inside them, a slim attestation with tiny certificates, and a few small CBOR items
   config-yaml     gateway.yml, the GatewayConfigTests fixtures, the YAML examples in docs/, and short snippets
+  http2-session   client frame sequences written here (the harness sends the preface itself)
 Needs python3 with `cryptography` (for the RSA key).
 """
 import base64
@@ -265,6 +266,32 @@ def dictionaries():
         "apple_validation_category_01", "apple_bundle_version_01", "appattestdevelop", "appattest\x00\x00\x00\x00\x00\x00\x00",
         "\xa5\x01\x02\x03\x26\x20\x01\x21\x58\x20", "\x22\x58\x20", "\x58\x20", "\x59\x01\x00", "\x9f", "\xbf",
         "\xff", "\xf9\x7e\x00", "\xfb", "\xc1", "\x1b\xff\xff\xff\xff\xff\xff\xff\xff"])
+    dict_file("http2-session", [
+        "\x00\x00\x00\x04\x00\x00\x00\x00\x00", "\x00\x00\x08\x06\x00\x00\x00\x00\x00", "\x00\x00\x04\x03\x00\x00\x00\x00\x01",
+        "\x00\x00\x04\x08\x00\x00\x00\x00\x01", "\x01\x05\x00\x00\x00\x01", "\x09\x04\x00\x00\x00\x01", "\x00\x01\x00\x00\x00\x01",
+        "\x82\x84\x86", "\x83", "\x41\x0cexample.test", "\x5c\x0210", "\x40\x01a\x01b", "\x3f\xe1\x1f"])
+
+
+def h2_frame(kind, flags, stream, payload=b""):
+    return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + struct.pack(">I", stream) + payload
+
+
+def http2():
+    d = target_dir("http2-session")
+    get = bytes([0x82, 0x84, 0x86, 0x41, 12]) + b"example.test"          # GET / http, :authority (HPACK static)
+    post = bytes([0x83, 0x84, 0x86, 0x41, 12]) + b"example.test" + bytes([0x5c, 2]) + b"10"   # + content-length: 10
+    settings = h2_frame(4, 0, 0, struct.pack(">HI", 3, 100) + struct.pack(">HI", 4, 65535))
+    write(d, "settings.bin", settings)
+    write(d, "get.bin", settings + h2_frame(1, 0x5, 1, get))
+    write(d, "post-with-body.bin", settings + h2_frame(1, 0x4, 1, post) + h2_frame(0, 0, 1, b"01234") + h2_frame(0, 1, 1, b"56789"))
+    write(d, "continuation.bin", h2_frame(1, 0x1, 3, get[:3]) + h2_frame(9, 0, 3, get[3:8]) + h2_frame(9, 0x4, 3, get[8:]))
+    write(d, "ping-and-ack.bin", h2_frame(6, 0, 0, b"12345678") + h2_frame(4, 1, 0))
+    write(d, "reset.bin", h2_frame(1, 0x5, 1, get) + h2_frame(3, 0, 1, struct.pack(">I", 8)))
+    write(d, "window-update.bin", h2_frame(8, 0, 0, struct.pack(">I", 1 << 20)) + h2_frame(1, 0x5, 1, get) + h2_frame(8, 0, 1, struct.pack(">I", 100)))
+    write(d, "many-streams.bin", b"".join(h2_frame(1, 0x5, 1 + 2 * i, get) for i in range(12)))
+    write(d, "trailers.bin", h2_frame(1, 0x4, 1, bytes([0x83, 0x84, 0x86, 0x41, 1]) + b"x") + h2_frame(0, 0, 1, b"abc")
+          + h2_frame(1, 0x5, 1, bytes([0x40, 1]) + b"t" + bytes([1]) + b"v"))
+    write(d, "priority-goaway.bin", h2_frame(2, 0, 1, struct.pack(">IB", 0, 15)) + h2_frame(7, 0, 0, struct.pack(">II", 0, 0)))
 
 
 if __name__ == "__main__":
@@ -273,3 +300,4 @@ if __name__ == "__main__":
     jose()
     cbor_appattest()
     config_yaml()
+    http2()

@@ -46,7 +46,7 @@ final class H2ServerSessionTests: XCTestCase {
         func h2ResponseBody(stream: Int32, into: UnsafeMutableRawBufferPointer) -> H2BodyRead {
             let n = min(into.count, body.count)
             if n == 0 && !bodyEnded { return .deferred }
-            into.copyMemory(from: UnsafeRawBufferPointer(start: body, count: n))
+            body.withUnsafeBytes { into.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
             body.removeFirst(n)
             return .bytes(n, end: body.isEmpty && bodyEnded)
         }
