@@ -4,7 +4,7 @@
 set -euo pipefail
 
 build_pkgs=(pkg-config libssl-dev libcbor-dev libnghttp2-dev libyaml-dev libhiredis-dev libsqlite3-dev libcurl4-openssl-dev)
-test_pkgs=(curl python3 redis-server nginx e2fsprogs openssl)
+test_pkgs=(curl python3 redis-server nginx e2fsprogs openssl nghttp2-client)
 bench_pkgs=(nginx-light wrk procps haproxy python3 redis-server)
 soak_pkgs=(python3 redis-server)
 
@@ -42,6 +42,7 @@ for group in "${@:-build}"; do
   if [ "$group" = test ]; then
     ensure_python_module pytest pytest python3-pytest
     ensure_python_module yaml pyyaml python3-yaml   # Tests/e2e/test_deploy.py reads deploy/
+    ensure_python_module h2 h2 python3-h2           # Tests/e2e/test_http2.py: frame-level HTTP/2 client
   fi
 done
 
