@@ -441,15 +441,20 @@ extension DownstreamConnection {
         defer { flushing = false }
         while !closed {
             mux.flushWanted = false
+            // Frames are pulled only while little is waiting for the socket: a client that does not read leaves
+            // response bodies queued with their streams (and their upstreams paused), not here.
+            var drainedAll = true   // nothing was pulled this round, or all of it went out
             let before = outBuf.readableBytes
-            if before < 64 * 1024 && !mux.produce(into: outBuf, limit: 64 * 1024) {
-                _ = writeWire()
-                close()
-                return
+            if before < 64 * 1024 {
+                guard mux.produce(into: outBuf, limit: 64 * 1024) else {
+                    _ = writeWire()
+                    close()
+                    return
+                }
+                drainedAll = outBuf.readableBytes > before
             }
-            let produced = outBuf.readableBytes - before
             guard writeWire() else { return }
-            if mux.flushWanted || (produced > 0 && writable && pendingOutput == 0) { continue }
+            if mux.flushWanted || (drainedAll && writable && pendingOutput == 0) { continue }
             break
         }
         if !closed && pendingOutput == 0 && mux.isFinished { close() }
