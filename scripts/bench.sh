@@ -35,8 +35,9 @@
 #                      that does not answer HTTP/2 (a binary from before HTTP/2 support) has its h2 rows skipped, reported.
 #                      Per run: h2load's req/s ("finished in …"), succeeded / failed (+ errored, timeout, non-2xx),
 #                      mean and max request time, the negotiated protocol; CPU µs/req as for the wrk rows, over the
-#                      requests h2load counted as succeeded. A run with any failure, a non-2xx or another protocol than
-#                      asked for makes the row INVALID.
+#                      requests h2load counted as succeeded; core1 %, core 1's busy share (h2load + upstream; near 100,
+#                      req/s is bounded by the load side, not the proxy). A run with any failure, a non-2xx or another
+#                      protocol than asked for makes the row INVALID.
 #   load     : wrk -t1 -c64 --latency, pinned to core 1 (shared with the upstream); the distinct rows use
 #              scripts/bench/tokens.lua (next token of a list per request), the repeated rows a fixed -H header;
 #              gw-appattest-sqlite scripts/bench/appattest.lua (thread k sends device k's next assertion)
@@ -146,10 +147,14 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# Listening ports come from below the kernel's ephemeral range when it leaves room (20000 up to its start), so that a
+# client connection made meanwhile (by anything on the machine) cannot already hold the port when a server binds it.
+EPHEMERAL_LOW=$(awk '{ print $1; exit }' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 0)
+PORT_SPAN=30000; [[ "$EPHEMERAL_LOW" =~ ^[0-9]+$ ]] && (( EPHEMERAL_LOW > 25000 && EPHEMERAL_LOW < 50000 )) && PORT_SPAN=$(( EPHEMERAL_LOW - 20000 ))
 free_port() {
   local p
   for _ in $(seq 1 200); do
-    p=$(( 20000 + RANDOM % 30000 ))
+    p=$(( 20000 + RANDOM % PORT_SPAN ))
     if ! port_busy "$p" && [[ " ${USED_PORTS:-} " != *" $p "* ]]; then USED_PORTS="${USED_PORTS:-} $p"; echo "$p"; return; fi
   done
   die "no free loopback port found"
@@ -794,14 +799,15 @@ h2load_field() { # OUTPUT LINE_PREFIX WORD: the number before WORD on h2load's "
 # requests h2load counted as succeeded. Failed/errored/timed-out requests, non-2xx answers or another application
 # protocol than KIND asks for are errors (the row is INVALID).
 run_h2() {
-  local name=$1 port=$2 pid=$3 round=$4 kind=$5 out t0 t1 want rps ok failed errored tmo n3 n4 n5 bad err="" proto tlsv cipher
+  local name=$1 port=$2 pid=$3 round=$4 kind=$5 out t0 t1 l0 l1 want rps ok failed errored tmo n3 n4 n5 bad err="" proto tlsv cipher
   case "$kind" in h1) want=http/1.1 ;; tls) want=h2 ;; *) want=h2c ;; esac
   out=$(h2load_run "$kind" "$WARMUP" "$port" 2>&1) || true
   if ! kill -0 "$pid" 2>/dev/null; then
     loud "$name (pid $pid) DIED during warm-up in round $round"; ANY_ERRORS=1; R[$name,$round,err]="died"; return 1
   fi
-  t0=$(cpu_ticks "$pid")
+  t0=$(cpu_ticks "$pid"); l0=$(core_ticks 1)
   out=$(h2load_run "$kind" "$SECONDS_PER_RUN" "$port" 2>&1) || true
+  l1=$(core_ticks 1)
   if ! t1=$(cpu_ticks "$pid" 2>/dev/null); then
     loud "$name (pid $pid) DIED during the measured run in round $round"; printf '%s\n' "$out" | tail -n 20
     ANY_ERRORS=1; R[$name,$round,err]="died"; return 1
@@ -826,21 +832,26 @@ run_h2() {
   R[$name,$round,mean]=$(to_us_h2 "$(awk '/^time for request:/ { print $6; exit }' <<<"$out")")
   R[$name,$round,max]=$(to_us_h2 "$(awk '/^time for request:/ { print $5; exit }' <<<"$out")")
   R[$name,$round,proto]="$proto${tlsv:+ $tlsv $cipher}"
+  R[$name,$round,core1]=$(awk -v a="$l0" -v b="$l1" 'BEGIN { split(a, x, " "); split(b, y, " "); t = y[2] - x[2]
+    if (t > 0) printf "%.0f", (y[1] - x[1]) * 100 / t }')
   R[$name,$round,err]=$err
   if [ -n "$err" ]; then ANY_ERRORS=1; loud "$name round $round: h2load reported ERRORS: $err the row is INVALID"; fi
+}
+core_ticks() { # CORE: "busy total" clock ticks of that core from /proc/stat (busy = all but idle and iowait)
+  awk -v c="cpu$1" '$1 == c { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t; exit }' /proc/stat
 }
 h2row() { # NAME ROUND
   local rps=${R[$1,$2,rps]:-FAILED} note=${R[$1,$2,err]:-none}
   if [ -n "${H2SKIP[$1]:-}" ]; then rps=skipped; note=${H2SKIP[$1]}; fi
-  printf '| %-14s | %-21s | %10s | %8s | %8s | %10s | %7s | %9s | %6s | %-8s | %s\n' "$1" "${H2DESC[$1]}" "$rps" \
-    "${R[$1,$2,mean]:--}" "${R[$1,$2,max]:--}" "${R[$1,$2,cpu]:--}" "${R[$1,$2,cpus]:--}" "${R[$1,$2,ok]:--}" \
-    "${R[$1,$2,fail]:--}" "${R[$1,$2,proto]:--}" "$note"
+  printf '| %-14s | %-21s | %10s | %8s | %8s | %10s | %7s | %7s | %9s | %6s | %-8s | %s\n' "$1" "${H2DESC[$1]}" "$rps" \
+    "${R[$1,$2,mean]:--}" "${R[$1,$2,max]:--}" "${R[$1,$2,cpu]:--}" "${R[$1,$2,cpus]:--}" "${R[$1,$2,core1]:--}" \
+    "${R[$1,$2,ok]:--}" "${R[$1,$2,fail]:--}" "${R[$1,$2,proto]:--}" "$note"
 }
 h2header() {
-  printf '| %-14s | %-21s | %10s | %8s | %8s | %10s | %7s | %9s | %6s | %-8s | %s\n' row "h2load" "req/s" "mean us" "max us" \
-    "CPU us/req" "CPU s" succeeded failed protocol errors
-  printf '|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s\n' ---------------- ----------------------- ------------ ---------- ---------- \
-    ------------ --------- ----------- -------- ---------- -------
+  printf '| %-14s | %-21s | %10s | %8s | %8s | %10s | %7s | %7s | %9s | %6s | %-8s | %s\n' row "h2load" "req/s" "mean us" "max us" \
+    "CPU us/req" "CPU s" "core1 %" succeeded failed protocol errors
+  printf '|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s\n' ---------------- ----------------------- ------------ ---------- ---------- \
+    ------------ --------- --------- ----------- -------- ---------- -------
 }
 
 row() { # NAME ROUND
@@ -920,7 +931,7 @@ for round in $(seq 1 "$ROUNDS"); do
   done
   echo "-- round $round (order: $(for r in "${order[@]}"; do printf '%s ' "${r%%:*}"; done))"
   header; for name in "${NAMES[@]}"; do row "$name" "$round"; done
-  if [ "$H2" = 1 ]; then echo "   HTTP/2 rows (h2load; mean/max: h2load's time for request):"; h2header; for name in "${H2NAMES[@]}"; do h2row "$name" "$round"; done; fi
+  if [ "$H2" = 1 ]; then echo "   HTTP/2 rows (h2load; mean/max: h2load's time for request; core1 %: busy share of core 1, h2load + upstream):"; h2header; for name in "${H2NAMES[@]}"; do h2row "$name" "$round"; done; fi
   if [ "$LU" = 1 ]; then echo "   redis-server CPU us/req during gw-lu-redis: ${R[gw-lu-redis,$round,scpu]:--}"; fi
   if [ "$AA" = 1 ]; then echo "   assertions the SQLite store accepted during gw-appattest-sqlite: ${R[gw-appattest-sqlite,$round,stored]:--} (needs sqlite3 on PATH)"; fi
   echo
@@ -943,9 +954,10 @@ if [ "$AA" = 1 ]; then   # one rejected request (a replay or a store failure) in
   done
 fi
 for name in "${H2NAMES[@]}"; do   # a run with failures, non-2xx or the wrong protocol invalidates the row
-  for m in rps mean max cpu cpus ok fail; do R[$name,median,$m]=$(median "$name" "$m"); done
-  R[$name,median,err]=""
-  for r in $(seq 1 "$ROUNDS"); do
+  for m in rps mean max cpu cpus core1 ok; do R[$name,median,$m]=$(median "$name" "$m"); done
+  R[$name,median,err]=""; R[$name,median,fail]=""
+  for r in $(seq 1 "$ROUNDS"); do   # failed: the sum over the rounds, not a median
+    [ -n "${R[$name,$r,fail]:-}" ] && R[$name,median,fail]=$(( ${R[$name,median,fail]:-0} + R[$name,$r,fail] ))
     [ -n "${R[$name,$r,proto]:-}" ] && R[$name,median,proto]=${R[$name,$r,proto]}
     if [ -z "${H2SKIP[$name]:-}" ] && { [ -z "${R[$name,$r,rps]:-}" ] || [ -n "${R[$name,$r,err]:-}" ]; }; then
       R[$name,median,err]="INVALID: errors in round $r (see above)"
@@ -954,7 +966,7 @@ for name in "${H2NAMES[@]}"; do   # a run with failures, non-2xx or the wrong pr
 done
 echo "-- median of $ROUNDS rounds"
 header; for name in "${NAMES[@]}"; do row "$name" median; done
-if [ "$H2" = 1 ]; then echo "   HTTP/2 rows (h2load):"; h2header; for name in "${H2NAMES[@]}"; do h2row "$name" median; done; fi
+if [ "$H2" = 1 ]; then echo "   HTTP/2 rows (h2load; failed: summed over the rounds):"; h2header; for name in "${H2NAMES[@]}"; do h2row "$name" median; done; fi
 if [ "$LU" = 1 ]; then echo "   redis-server CPU us/req during gw-lu-redis: ${R[gw-lu-redis,median,scpu]:--}"; fi
 echo
 
