@@ -20,6 +20,24 @@
 #                        warm-up; load wrk -tN -cN, device k = thread k = one connection (so its counters arrive in
 #                        order), N = BENCH_APPATTEST_DEVICES (8); with sqlite3 on PATH, the counters in the file are
 #                        checked against wrk's request count after each run
+#   HTTP/2 rows (BENCH_H2=1, the default; 0 skips them), all loaded by h2load (nghttp2-client) instead of wrk:
+#     gw-h1-h2load     the plain attest-gateway process above (http2 off) over HTTP/1.1: h2load --h1 -c64 -m1, so the
+#                      HTTP/1.1 and HTTP/2 figures below come from the same load generator
+#     gw-h2c           a second plain-proxy gateway (route verify: []) whose listener has `http2: true`: h2c with prior
+#                      knowledge, h2load -c64 -m1 (one stream at a time per connection, like the HTTP/1.1 rows)
+#     gw-h2c-mux       the same listener, h2load -c8 -m32 (fewer connections, many streams each: multiplexing)
+#     nginx-h2c        nginx proxy_pass (1 worker, same upstream block) on `listen … http2` (h2c), -c64 -m1  (h2 peer)
+#     nginx-h2c-mux    the same nginx, -c8 -m32
+#     gw-h2-tls        the h2 gateway's second listener, `http2: true` + `tls:` (ALPN h2), h2load --npn-list=h2 -c64 -m1
+#     nginx-h2-tls     the same nginx on `listen … ssl http2`, same load   (BENCH_H2_TLS=0 skips both TLS rows)
+#                      TLS: a self-signed P-256 certificate made with openssl at run time in the temp dir (deleted on exit)
+#                      Before measuring, nghttp must get the upstream's 200 + body over h2c / TLS h2 from each; a gateway
+#                      that does not answer HTTP/2 (a binary from before HTTP/2 support) has its h2 rows skipped, reported.
+#                      Per run: h2load's req/s ("finished in …"), succeeded / failed (+ errored, timeout, non-2xx),
+#                      mean and max request time, the negotiated protocol; CPU µs/req as for the wrk rows, over the
+#                      requests h2load counted as succeeded; core1 %, core 1's busy share (h2load + upstream; near 100,
+#                      req/s is bounded by the load side, not the proxy). A run with any failure, a non-2xx or another
+#                      protocol than asked for makes the row INVALID.
 #   load     : wrk -t1 -c64 --latency, pinned to core 1 (shared with the upstream); the distinct rows use
 #              scripts/bench/tokens.lua (next token of a list per request), the repeated rows a fixed -H header;
 #              gw-appattest-sqlite scripts/bench/appattest.lua (thread k sends device k's next assertion)
@@ -41,6 +59,9 @@
 # -t and -c of that row), BENCH_APPATTEST_ASSERTIONS (per measured run, all devices together; default 20000 x
 # BENCH_SECONDS: a run above 20k req/s exhausts the lists, which is reported and makes the row invalid, as does any
 # non-2xx answer, e.g. a replayed counter's 401).
+# BENCH_H2 (1; 0 skips the HTTP/2 rows, h2load and the second nginx and gateway), BENCH_H2_TLS (1; 0 skips the two TLS
+# rows), BENCH_H2_MUX_CONNECTIONS (8) and BENCH_H2_MUX_STREAMS (32): h2load -c and -m of the *-mux rows. Quick HTTP/2 run:
+# BENCH_RS256=0 BENCH_APPATTEST=0 BENCH_SECONDS=5 BENCH_ROUNDS=2 (the two plain wrk rows and the HTTP/2 rows).
 # Exits non-zero only when something fails to start; missing the targets is reported, never asserted.
 set -euo pipefail
 
@@ -61,6 +82,11 @@ AA=${BENCH_APPATTEST:-1}
 AA_DEVICES=${BENCH_APPATTEST_DEVICES:-8}
 AA_ASSERTIONS=${BENCH_APPATTEST_ASSERTIONS:-$(( SECONDS_PER_RUN * 20000 ))}
 AA_TEAM=BENCH12345; AA_BUNDLE=com.example.bench; AA_REG=/.attest/ios
+H2=${BENCH_H2:-1}
+H2_TLS=${BENCH_H2_TLS:-1}
+[ "$H2" = 1 ] || H2_TLS=0
+H2_MUX_CONNS=${BENCH_H2_MUX_CONNECTIONS:-8}
+H2_MUX_STREAMS=${BENCH_H2_MUX_STREAMS:-32}
 TARGET_CPU_RATIO=0.8   # gateway CPU µs/req ÷ nginx CPU µs/req must be ≤ this
 TARGET_RPS_RATIO=1.2   # gateway req/s ÷ nginx req/s must be ≥ this
 TARGET_DISTINCT=1.5    # gw-rs256-distinct req/s ÷ haproxy-distinct req/s must be ≥ this
@@ -96,6 +122,14 @@ if [ "$LU" = 1 ]; then
   [ -x "$REDIS_BIN" ] || die "redis-server not found at $REDIS_BIN (run: scripts/install-deps.sh bench, or BENCH_LU=0)"
   [ -x "$REDIS_CLI" ] || die "redis-cli not found at $REDIS_CLI (run: scripts/install-deps.sh bench, or BENCH_LU=0)"
 fi
+if [ "$H2" = 1 ]; then
+  for tool in h2load nghttp; do
+    command -v "$tool" >/dev/null || die "$tool not found (run: scripts/install-deps.sh bench, or BENCH_H2=0)"
+  done
+  [ "$H2_TLS" = 0 ] || command -v openssl >/dev/null || die "openssl not found (run: scripts/install-deps.sh bench, or BENCH_H2_TLS=0)"
+  [[ "$H2_MUX_CONNS" =~ ^[1-9][0-9]*$ ]] && [[ "$H2_MUX_STREAMS" =~ ^[1-9][0-9]*$ ]] \
+    || die "BENCH_H2_MUX_CONNECTIONS and BENCH_H2_MUX_STREAMS must be positive integers"
+fi
 [ "$(nproc)" -ge 2 ] || die "needs at least 2 cores for the pinning (core 0: proxy, core 1: wrk + upstream)"
 
 TMP=$(mktemp -d /tmp/attest-bench.XXXXXX)
@@ -113,10 +147,14 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# Listening ports come from below the kernel's ephemeral range when it leaves room (20000 up to its start), so that a
+# client connection made meanwhile (by anything on the machine) cannot already hold the port when a server binds it.
+EPHEMERAL_LOW=$(awk '{ print $1; exit }' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 0)
+PORT_SPAN=30000; [[ "$EPHEMERAL_LOW" =~ ^[0-9]+$ ]] && (( EPHEMERAL_LOW > 25000 && EPHEMERAL_LOW < 50000 )) && PORT_SPAN=$(( EPHEMERAL_LOW - 20000 ))
 free_port() {
   local p
   for _ in $(seq 1 200); do
-    p=$(( 20000 + RANDOM % 30000 ))
+    p=$(( 20000 + RANDOM % PORT_SPAN ))
     if ! port_busy "$p" && [[ " ${USED_PORTS:-} " != *" $p "* ]]; then USED_PORTS="${USED_PORTS:-} $p"; echo "$p"; return; fi
   done
   die "no free loopback port found"
@@ -135,6 +173,7 @@ wait_port() {
 UPORT=$(free_port); GPORT=$(free_port); NPORT=$(free_port); VPORT=$(free_port); HPORT=$(free_port)
 LSPORT=$(free_port); LRPORT=$(free_port); RPORT=$(free_port)   # gw-lu-sqlite, gw-lu-redis, redis-server
 AAPORT=$(free_port)                                             # gw-appattest-sqlite
+G2PORT=$(free_port); G2TPORT=$(free_port); N2PORT=$(free_port); N2TPORT=$(free_port)   # HTTP/2: gateway, nginx (h2c, TLS)
 CLK_TCK=$(getconf CLK_TCK)
 BODY='attest-gateway bench upstream: 50-byte body ok.\n'   # 47 characters + newline = 48 bytes
 
@@ -186,6 +225,50 @@ upstreams:
 routes:
   - {name: bench, match: {path_prefix: /}, upstream: api, verify: []}
 EOF
+
+if [ "$H2" = 1 ]; then
+  # nginx h2 peer: the proxy config above on h2c (`listen … http2` without ssl: prior knowledge) and, with TLS, on
+  # `listen … ssl http2` (ALPN h2). keepalive_requests also bounds the streams of one HTTP/2 connection in 1.22:
+  # raised so that no connection is closed within a run. The gateway: the plain config with http2: true listeners.
+  mkdir -p "$TMP/nginxh2"
+  N2_TLS_LISTEN=""; G2_TLS_LISTENER=""
+  if [ "$H2_TLS" = 1 ]; then
+    mkdir -p "$TMP/tls"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \
+      -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -keyout "$TMP/tls/key.pem" -out "$TMP/tls/cert.pem" \
+      >"$TMP/tls/openssl.log" 2>&1 || { cat "$TMP/tls/openssl.log" >&2; die "openssl could not make the bench certificate"; }
+    chmod 600 "$TMP/tls/key.pem"
+    N2_TLS_LISTEN="listen 127.0.0.1:$N2TPORT ssl http2;
+    ssl_certificate $TMP/tls/cert.pem; ssl_certificate_key $TMP/tls/key.pem; ssl_protocols TLSv1.2 TLSv1.3;"
+    G2_TLS_LISTENER="
+  - {name: h2-tls, address: 127.0.0.1:$G2TPORT, http2: true, tls: {certificate: $TMP/tls/cert.pem, private_key: $TMP/tls/key.pem}}"
+  fi
+  cat > "$TMP/nginxh2/nginx.conf" <<EOF
+daemon off; master_process off; worker_processes 1;
+error_log $TMP/nginxh2/err.log; pid $TMP/nginxh2/pid;
+events { worker_connections 4096; }
+http {
+  access_log off; keepalive_requests 100000000; keepalive_timeout 75s;
+  $TEMP_PATHS
+  upstream api { server 127.0.0.1:$UPORT; keepalive 256; keepalive_requests 100000; }
+  server {
+    listen 127.0.0.1:$N2PORT http2;
+    $N2_TLS_LISTEN
+    location / { proxy_pass http://api; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
+}
+EOF
+  cat > "$TMP/gateway-h2.yml" <<EOF
+version: 1
+listeners:
+  - {name: h2c, address: 127.0.0.1:$G2PORT, http2: true}$G2_TLS_LISTENER
+state: {backend: memory}
+upstreams:
+  api: {url: "http://127.0.0.1:$UPORT", max_idle_connections: 256}
+routes:
+  - {name: bench, match: {path_prefix: /}, upstream: api, verify: []}
+EOF
+fi
 
 if [ "$RS256" = 1 ]; then
   mkdir -p "$TMP/tokens" "$TMP/haproxy"
@@ -289,9 +372,14 @@ start_nginx() { # NAME DIR CPU PORT -> sets STARTED_PID
   STARTED_PID=$!; PIDS+=("$STARTED_PID")
   wait_port "$4" "$STARTED_PID" "$1" "$2/err.log"
 }
-GW_PID=""; VG_PID=""; HA_PID=""
-start_gateway() { # [rs256]: the verifying gateway (gateway-rs256.yml, port VPORT) instead of the plain one
-  if [ "${1:-}" = rs256 ]; then
+GW_PID=""; VG_PID=""; HA_PID=""; G2_PID=""; N2_PID=""
+start_gateway() { # [rs256|h2]: the verifying gateway (gateway-rs256.yml, port VPORT) or the http2 one instead of the plain one
+  if [ "${1:-}" = h2 ]; then
+    taskset -c 0 "$GATEWAY_BIN" serve --config "$TMP/gateway-h2.yml" --workers 1 >/dev/null 2>"$TMP/gateway-h2.err" &
+    G2_PID=$!; PIDS+=("$G2_PID")
+    wait_port "$G2PORT" "$G2_PID" "attest-gateway (http2)" "$TMP/gateway-h2.err"
+    if [ "$H2_TLS" = 1 ]; then wait_port "$G2TPORT" "$G2_PID" "attest-gateway (http2, tls)" "$TMP/gateway-h2.err"; fi
+  elif [ "${1:-}" = rs256 ]; then
     taskset -c 0 "$GATEWAY_BIN" serve --config "$TMP/gateway-rs256.yml" --workers 1 >/dev/null 2>"$TMP/gateway-rs256.err" &
     VG_PID=$!; PIDS+=("$VG_PID")
     wait_port "$VPORT" "$VG_PID" "attest-gateway (rs256)" "$TMP/gateway-rs256.err"
@@ -400,6 +488,11 @@ start_nginx "upstream" "$TMP/upstream" 1 "$UPORT"; UP_PID=$STARTED_PID
 start_nginx "nginx proxy" "$TMP/nginxproxy" 0 "$NPORT"; NG_PID=$STARTED_PID
 start_gateway
 if [ "$RS256" = 1 ]; then start_gateway rs256; start_haproxy; fi
+if [ "$H2" = 1 ]; then
+  start_nginx "nginx h2" "$TMP/nginxh2" 0 "$N2PORT"; N2_PID=$STARTED_PID
+  if [ "$H2_TLS" = 1 ]; then wait_port "$N2TPORT" "$N2_PID" "nginx h2 (tls)" "$TMP/nginxh2/err.log"; fi
+  start_gateway h2
+fi
 if [ "$LU" = 1 ]; then start_redis; start_lu sqlite sanity; start_lu redis sanity; fi
 
 # exchange PORT METHOD TARGET HEADERS [BODY]: one request (HEADERS: "Name: value\r\n" lines) on a new connection
@@ -431,6 +524,35 @@ check_pass() { # NAME PORT [TOKEN] [HEADERS]
   fi
 }
 check_pass nginx "$NPORT"; check_pass attest-gateway "$GPORT"
+# h2_check NAME URL: one GET /bench through nghttp (http://: h2c with prior knowledge; https://: ALPN h2, the
+# self-signed certificate not verified); 0 when it answered :status 200 with the upstream's body over HTTP/2
+h2_check() {
+  local out
+  out=$(timeout 10 nghttp -v "$2" 2>&1) || true
+  if [[ "$out" == *") :status: 200"* ]] && [[ "$out" == *"50-byte body ok."* ]] \
+     && { [[ "$2" != https:* ]] || [[ "$out" == *"The negotiated protocol: h2"* ]]; }; then
+    printf '  %-22s %s: 200 + body over HTTP/2\n' "$1" "$2"; return 0
+  fi
+  printf '  %-22s %s: NO HTTP/2 200 + body; nghttp said:\n' "$1" "$2"
+  printf '%s\n' "$out" | grep -vE '^ {10}|PRIORITY frame' | head -n 12 | sed 's/^/      /'
+  return 1
+}
+GW_H2C=0; GW_H2TLS=0
+if [ "$H2" = 1 ]; then
+  echo "sanity, HTTP/2 (nghttp; h2c = prior knowledge, TLS = ALPN h2):"
+  h2_check nginx-h2c "http://127.0.0.1:$N2PORT/bench" || die "nginx does not proxy h2c (nginx built without http_v2?)"
+  if [ "$H2_TLS" = 1 ]; then h2_check nginx-h2-tls "https://127.0.0.1:$N2TPORT/bench" || die "nginx does not proxy h2 over TLS"; fi
+  check_pass "attest-gateway (http2 listener, HTTP/1.1)" "$G2PORT"   # an http2: true listener still takes HTTP/1.1
+  if h2_check gw-h2c "http://127.0.0.1:$G2PORT/bench"; then GW_H2C=1; else
+    loud "attest-gateway ($GATEWAY_BIN) does not answer h2c on its http2: true listener (a build from before HTTP/2?): gw-h2c rows SKIPPED"
+  fi
+  if [ "$H2_TLS" = 1 ]; then
+    if h2_check gw-h2-tls "https://127.0.0.1:$G2TPORT/bench"; then GW_H2TLS=1; else
+      loud "attest-gateway ($GATEWAY_BIN) does not answer h2 (ALPN) on its http2: true tls: listener: gw-h2-tls row SKIPPED"
+    fi
+  fi
+  echo
+fi
 if [ "$RS256" = 1 ]; then
   echo "sanity (status per proxy; must be 200 for a valid token, 401 for a bad signature or no token):"
   for who in attest-gateway-rs256:$VPORT haproxy:$HPORT; do
@@ -513,6 +635,10 @@ to_us() { # wrk latency value (e.g. 812.00us, 1.23ms, 1.01s) -> µs
   awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) m = 1; else if (v ~ /ms$/) m = 1000; else if (v ~ /m$/) m = 60e6; else if (v ~ /s$/) m = 1e6; else m = 1; printf "%.1f", n * m }'
 }
 
+to_us_h2() { # h2load time (e.g. 152us, 27.06ms, 1.20s) -> µs
+  awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) m = 1; else if (v ~ /ms$/) m = 1000; else if (v ~ /s$/) m = 1e6; else m = 1; printf "%.1f", n * m }'
+}
+
 WRK_CMD="taskset -c 1 wrk -t1 -c$CONNS -d${SECONDS_PER_RUN}s --latency http://127.0.0.1:<port>/bench"
 echo "== attest-gateway benchmark"
 echo "machine : $(nproc) cores, kernel $(uname -r), CPU $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
@@ -532,8 +658,13 @@ if [ "$AA" = 1 ]; then
   echo "          file in $TMP/aa, its $AA_DEVICES devices registered again; wrk -t$AA_DEVICES -c$AA_DEVICES (device k = thread k = 1 connection);"
   echo "          $AA_PER_WARM assertions per device for warm-ups, then $AA_PER_RUN for the measured run (from counter $(( AA_PER_WARM + 1 )))"
 fi
+if [ "$H2" = 1 ]; then
+  echo "h2      : $(h2load --version 2>&1 | head -n 1), taskset -c 1 h2load -t1 -D ${SECONDS_PER_RUN}s (where wrk runs): gw-h1-h2load --h1 -c$CONNS -m1 on the"
+  echo "          plain gateway; http2 gateway (pid $G2_PID, core 0, --workers 1) and nginx h2 proxy_pass (pid $N2_PID, core 0):"
+  echo "          *-h2c -c$CONNS -m1, *-h2c-mux -c$H2_MUX_CONNS -m$H2_MUX_STREAMS (h2c prior knowledge)$([ "$H2_TLS" = 1 ] && echo ", *-h2-tls --npn-list=h2 -c$CONNS -m1 (self-signed P-256)")"
+fi
 echo "load    : $WRK_CMD   (warm-up ${WARMUP}s before each run, $ROUNDS rounds, order reverses every round)"
-echo "command : GATEWAY_BIN=$GATEWAY_BIN BENCH_SECONDS=$SECONDS_PER_RUN BENCH_ROUNDS=$ROUNDS $0"
+echo "command : GATEWAY_BIN=$GATEWAY_BIN BENCH_SECONDS=$SECONDS_PER_RUN BENCH_ROUNDS=$ROUNDS BENCH_RS256=$RS256 BENCH_LU=$LU BENCH_APPATTEST=$AA BENCH_H2=$H2 BENCH_H2_TLS=$H2_TLS $0"
 echo
 
 ANY_ERRORS=0
@@ -648,6 +779,81 @@ aa_store_check() {
   fi
 }
 
+# h2load_run KIND SECONDS PORT: h2load on core 1 (where wrk runs), one thread, for SECONDS. KIND h1: --h1 -cCONNS -m1;
+# h2c: h2c prior knowledge -cCONNS -m1; mux: h2c -cH2_MUX_CONNS -mH2_MUX_STREAMS; tls: https with ALPN h2 only (no
+# fallback to http/1.1) -cCONNS -m1
+h2load_run() {
+  local kind=$1 secs=$2 url="http://127.0.0.1:$3/bench" c=$CONNS m=1 args=()
+  case "$kind" in
+    h1) args=(--h1) ;;
+    h2c) args=(--no-tls-proto=h2c) ;;
+    mux) args=(--no-tls-proto=h2c); c=$H2_MUX_CONNS; m=$H2_MUX_STREAMS ;;
+    tls) args=(--npn-list=h2); url="https://127.0.0.1:$3/bench" ;;
+  esac
+  timeout $(( secs + 60 )) taskset -c 1 h2load -t1 -c"$c" -m"$m" -D "$secs" "${args[@]}" "$url"
+}
+h2load_field() { # OUTPUT LINE_PREFIX WORD: the number before WORD on h2load's "requests:" or "status codes:" line
+  awk -v p="$2" -v w="$3" 'index($0, p) == 1 { for (i = 1; i < NF; i++) { k = $(i + 1); sub(/,$/, "", k); if (k == w) { print $i; exit } } }' <<<"$1"
+}
+# run_h2 NAME PORT PID ROUND KIND: a warm-up, then the measured h2load run; as run_one, CPU µs/req of PID over the
+# requests h2load counted as succeeded. Failed/errored/timed-out requests, non-2xx answers or another application
+# protocol than KIND asks for are errors (the row is INVALID).
+run_h2() {
+  local name=$1 port=$2 pid=$3 round=$4 kind=$5 out t0 t1 l0 l1 want rps ok failed errored tmo n3 n4 n5 bad err="" proto tlsv cipher
+  case "$kind" in h1) want=http/1.1 ;; tls) want=h2 ;; *) want=h2c ;; esac
+  out=$(h2load_run "$kind" "$WARMUP" "$port" 2>&1) || true
+  if ! kill -0 "$pid" 2>/dev/null; then
+    loud "$name (pid $pid) DIED during warm-up in round $round"; ANY_ERRORS=1; R[$name,$round,err]="died"; return 1
+  fi
+  t0=$(cpu_ticks "$pid"); l0=$(core_ticks 1)
+  out=$(h2load_run "$kind" "$SECONDS_PER_RUN" "$port" 2>&1) || true
+  l1=$(core_ticks 1)
+  if ! t1=$(cpu_ticks "$pid" 2>/dev/null); then
+    loud "$name (pid $pid) DIED during the measured run in round $round"; printf '%s\n' "$out" | tail -n 20
+    ANY_ERRORS=1; R[$name,$round,err]="died"; return 1
+  fi
+  rps=$(awk -F', ' '/^finished in / { split($2, a, " "); print a[1]; exit }' <<<"$out")
+  ok=$(h2load_field "$out" "requests:" succeeded); failed=$(h2load_field "$out" "requests:" failed)
+  errored=$(h2load_field "$out" "requests:" errored); tmo=$(h2load_field "$out" "requests:" timeout)
+  n3=$(h2load_field "$out" "status codes:" 3xx); n4=$(h2load_field "$out" "status codes:" 4xx); n5=$(h2load_field "$out" "status codes:" 5xx)
+  proto=$(awk -F': ' '/^Application protocol:/ { print $2; exit }' <<<"$out")
+  tlsv=$(awk -F': ' '/^TLS Protocol:/ { print $2; exit }' <<<"$out"); cipher=$(awk -F': ' '/^Cipher:/ { print $2; exit }' <<<"$out")
+  if [ -z "$rps" ] || [ -z "$ok" ] || [ "$ok" = 0 ]; then
+    loud "$name: h2load produced no successful request in round $round"; printf '%s\n' "$out" | grep -v '^progress:' | tail -n 25
+    ANY_ERRORS=1; R[$name,$round,err]="no result${proto:+ (protocol $proto)}"; return 1
+  fi
+  bad=$(( ${failed:-0} + ${errored:-0} + ${tmo:-0} ))
+  (( bad == 0 )) || err+="failed ${failed:-?}, errored ${errored:-?}, timeout ${tmo:-?}; "
+  (( ${n3:-0} + ${n4:-0} + ${n5:-0} == 0 )) || err+="non-2xx ${n3:-0}/${n4:-0}/${n5:-0} (3xx/4xx/5xx); "
+  [ "$proto" = "$want" ] || err+="protocol ${proto:-none}, not $want; "
+  R[$name,$round,rps]=$rps; R[$name,$round,ok]=$ok; R[$name,$round,fail]=$bad
+  R[$name,$round,cpu]=$(awk -v d=$(( t1 - t0 )) -v hz="$CLK_TCK" -v n="$ok" 'BEGIN { printf "%.2f", d / hz * 1e6 / n }')
+  R[$name,$round,cpus]=$(awk -v d=$(( t1 - t0 )) -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", d / hz }')
+  R[$name,$round,mean]=$(to_us_h2 "$(awk '/^time for request:/ { print $6; exit }' <<<"$out")")
+  R[$name,$round,max]=$(to_us_h2 "$(awk '/^time for request:/ { print $5; exit }' <<<"$out")")
+  R[$name,$round,proto]="$proto${tlsv:+ $tlsv $cipher}"
+  R[$name,$round,core1]=$(awk -v a="$l0" -v b="$l1" 'BEGIN { split(a, x, " "); split(b, y, " "); t = y[2] - x[2]
+    if (t > 0) printf "%.0f", (y[1] - x[1]) * 100 / t }')
+  R[$name,$round,err]=$err
+  if [ -n "$err" ]; then ANY_ERRORS=1; loud "$name round $round: h2load reported ERRORS: $err the row is INVALID"; fi
+}
+core_ticks() { # CORE: "busy total" clock ticks of that core from /proc/stat (busy = all but idle and iowait)
+  awk -v c="cpu$1" '$1 == c { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t; exit }' /proc/stat
+}
+h2row() { # NAME ROUND
+  local rps=${R[$1,$2,rps]:-FAILED} note=${R[$1,$2,err]:-none}
+  if [ -n "${H2SKIP[$1]:-}" ]; then rps=skipped; note=${H2SKIP[$1]}; fi
+  printf '| %-14s | %-21s | %10s | %8s | %8s | %10s | %7s | %7s | %9s | %6s | %-8s | %s\n' "$1" "${H2DESC[$1]}" "$rps" \
+    "${R[$1,$2,mean]:--}" "${R[$1,$2,max]:--}" "${R[$1,$2,cpu]:--}" "${R[$1,$2,cpus]:--}" "${R[$1,$2,core1]:--}" \
+    "${R[$1,$2,ok]:--}" "${R[$1,$2,fail]:--}" "${R[$1,$2,proto]:--}" "$note"
+}
+h2header() {
+  printf '| %-14s | %-21s | %10s | %8s | %8s | %10s | %7s | %7s | %9s | %6s | %-8s | %s\n' row "h2load" "req/s" "mean us" "max us" \
+    "CPU us/req" "CPU s" "core1 %" succeeded failed protocol errors
+  printf '|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s\n' ---------------- ----------------------- ------------ ---------- ---------- \
+    ------------ --------- --------- ----------- -------- ---------- -------
+}
+
 row() { # NAME ROUND
   printf '| %-19s | %10s | %8s | %8s | %12s | %8s | %11s | %s\n' "$1" "${R[$1,$2,rps]:-FAILED}" "${R[$1,$2,p50]:--}" \
     "${R[$1,$2,p99]:--}" "${R[$1,$2,cpu]:--}" "${R[$1,$2,cpus]:--}" "${R[$1,$2,reqs]:--}" "${R[$1,$2,err]:-none}"
@@ -666,6 +872,26 @@ fi
 if [ "$LU" = 1 ]; then ROWS+=("gw-lu-sqlite:LSPORT:LS_PID:lu" "gw-lu-redis:LRPORT:LR_PID:lu"); fi
 if [ "$AA" = 1 ]; then ROWS+=("gw-appattest-sqlite:AAPORT:AA_PID:aa"); fi
 NAMES=(); for r in "${ROWS[@]}"; do NAMES+=("${r%%:*}"); done
+# HTTP/2 rows (mode h2-KIND, see h2load_run), in their own table; a gateway row whose protocol failed the sanity
+# check is listed as skipped.
+H2NAMES=(); declare -A H2DESC H2SKIP
+h2add() { # NAME PORTVAR PIDVAR KIND DESCRIPTION [SKIP_REASON]
+  H2NAMES+=("$1"); H2DESC[$1]=$5
+  if [ -n "${6:-}" ]; then H2SKIP[$1]=$6; else ROWS+=("$1:$2:$3:h2-$4"); fi
+}
+if [ "$H2" = 1 ]; then
+  no_h2c=""; [ "$GW_H2C" = 1 ] || no_h2c="gateway did not answer h2c (sanity)"
+  no_tls=""; [ "$GW_H2TLS" = 1 ] || no_tls="gateway did not answer h2 over TLS (sanity)"
+  h2add gw-h1-h2load GPORT GW_PID h1 "--h1 -c$CONNS -m1"
+  h2add gw-h2c G2PORT G2_PID h2c "h2c -c$CONNS -m1" "$no_h2c"
+  h2add nginx-h2c N2PORT N2_PID h2c "h2c -c$CONNS -m1"
+  h2add gw-h2c-mux G2PORT G2_PID mux "h2c -c$H2_MUX_CONNS -m$H2_MUX_STREAMS" "$no_h2c"
+  h2add nginx-h2c-mux N2PORT N2_PID mux "h2c -c$H2_MUX_CONNS -m$H2_MUX_STREAMS"
+  if [ "$H2_TLS" = 1 ]; then
+    h2add gw-h2-tls G2TPORT G2_PID tls "h2 TLS -c$CONNS -m1" "$no_tls"
+    h2add nginx-h2-tls N2TPORT N2_PID tls "h2 TLS -c$CONNS -m1"
+  fi
+fi
 
 ensure_running() { # restart a proxy that died in an earlier run (reported there)
   if ! kill -0 "$GW_PID" 2>/dev/null; then
@@ -679,6 +905,10 @@ ensure_running() { # restart a proxy that died in an earlier run (reported there
   if [ "$RS256" = 1 ] && ! kill -0 "$HA_PID" 2>/dev/null; then
     echo "--- haproxy output (last 30 lines):"; tail -n 30 "$TMP/haproxy/haproxy.log" || true
     echo "bench: restarting haproxy"; start_haproxy
+  fi
+  if [ "$H2" = 1 ] && ! kill -0 "$G2_PID" 2>/dev/null; then
+    echo "--- attest-gateway (http2) stderr (last 30 lines):"; tail -n 30 "$TMP/gateway-h2.err" || true
+    echo "bench: restarting attest-gateway (http2)"; start_gateway h2
   fi
 }
 
@@ -694,10 +924,14 @@ for round in $(seq 1 "$ROUNDS"); do
       gw-lu-redis) start_lu redis "r$round"; side=$RS_PID ;;
       gw-appattest-sqlite) start_aa "r$round" "$TMP"/aa/dev-[0-9]* ;;   # a counter is accepted once: fresh store too
     esac
-    run_one "$name" "${!portvar}" "${!pidvar}" "$round" "$mode" $side || true
+    case "$mode" in
+      h2-*) run_h2 "$name" "${!portvar}" "${!pidvar}" "$round" "${mode#h2-}" || true ;;
+      *) run_one "$name" "${!portvar}" "${!pidvar}" "$round" "$mode" $side || true ;;
+    esac
   done
   echo "-- round $round (order: $(for r in "${order[@]}"; do printf '%s ' "${r%%:*}"; done))"
   header; for name in "${NAMES[@]}"; do row "$name" "$round"; done
+  if [ "$H2" = 1 ]; then echo "   HTTP/2 rows (h2load; mean/max: h2load's time for request; core1 %: busy share of core 1, h2load + upstream):"; h2header; for name in "${H2NAMES[@]}"; do h2row "$name" "$round"; done; fi
   if [ "$LU" = 1 ]; then echo "   redis-server CPU us/req during gw-lu-redis: ${R[gw-lu-redis,$round,scpu]:--}"; fi
   if [ "$AA" = 1 ]; then echo "   assertions the SQLite store accepted during gw-appattest-sqlite: ${R[gw-appattest-sqlite,$round,stored]:--} (needs sqlite3 on PATH)"; fi
   echo
@@ -719,8 +953,20 @@ if [ "$AA" = 1 ]; then   # one rejected request (a replay or a store failure) in
     fi
   done
 fi
+for name in "${H2NAMES[@]}"; do   # a run with failures, non-2xx or the wrong protocol invalidates the row
+  for m in rps mean max cpu cpus core1 ok; do R[$name,median,$m]=$(median "$name" "$m"); done
+  R[$name,median,err]=""; R[$name,median,fail]=""
+  for r in $(seq 1 "$ROUNDS"); do   # failed: the sum over the rounds, not a median
+    [ -n "${R[$name,$r,fail]:-}" ] && R[$name,median,fail]=$(( ${R[$name,median,fail]:-0} + R[$name,$r,fail] ))
+    [ -n "${R[$name,$r,proto]:-}" ] && R[$name,median,proto]=${R[$name,$r,proto]}
+    if [ -z "${H2SKIP[$name]:-}" ] && { [ -z "${R[$name,$r,rps]:-}" ] || [ -n "${R[$name,$r,err]:-}" ]; }; then
+      R[$name,median,err]="INVALID: errors in round $r (see above)"
+    fi
+  done
+done
 echo "-- median of $ROUNDS rounds"
 header; for name in "${NAMES[@]}"; do row "$name" median; done
+if [ "$H2" = 1 ]; then echo "   HTTP/2 rows (h2load; failed: summed over the rounds):"; h2header; for name in "${H2NAMES[@]}"; do h2row "$name" median; done; fi
 if [ "$LU" = 1 ]; then echo "   redis-server CPU us/req during gw-lu-redis: ${R[gw-lu-redis,median,scpu]:--}"; fi
 echo
 
@@ -784,9 +1030,38 @@ if [ "$AA" = 1 ]; then
     print "" }'
   if [ -n "${R[gw-appattest-sqlite,median,err]}" ]; then echo "gw-appattest-sqlite: ${R[gw-appattest-sqlite,median,err]}: its figures do not count"; fi
 fi
+if [ "$H2" = 1 ]; then
+  # h2ratio LABEL NUM DEN METRIC: as ratio (information: no HTTP/2 target is set), flagged when a side is INVALID
+  h2ratio() {
+    local flag=""
+    [ -z "${R[$2,median,err]:-}" ] || flag+=" [$2 INVALID]"
+    [ -z "${R[$3,median,err]:-}" ] || flag+=" [$3 INVALID]"
+    printf '%s%s\n' "$(ratio "$1" "$2" "$4" "$3" "$4" - info)" "$flag"
+  }
+  echo "-- HTTP/2 (h2load for every row here; no HTTP/2 target is set: information)"
+  h2ratio "req/s       gw-h2c ÷ nginx-h2c              " gw-h2c nginx-h2c rps
+  h2ratio "CPU µs/req  gw-h2c ÷ nginx-h2c              " gw-h2c nginx-h2c cpu
+  h2ratio "req/s       gw-h2c-mux ÷ nginx-h2c-mux      " gw-h2c-mux nginx-h2c-mux rps
+  h2ratio "CPU µs/req  gw-h2c-mux ÷ nginx-h2c-mux      " gw-h2c-mux nginx-h2c-mux cpu
+  h2ratio "req/s       gw-h2c ÷ gw-h1-h2load           " gw-h2c gw-h1-h2load rps
+  h2ratio "CPU µs/req  gw-h2c ÷ gw-h1-h2load           " gw-h2c gw-h1-h2load cpu
+  h2ratio "req/s       gw-h2c-mux ÷ gw-h1-h2load       " gw-h2c-mux gw-h1-h2load rps
+  h2ratio "CPU µs/req  gw-h2c-mux ÷ gw-h1-h2load       " gw-h2c-mux gw-h1-h2load cpu
+  if [ "$H2_TLS" = 1 ]; then
+    h2ratio "req/s       gw-h2-tls ÷ nginx-h2-tls        " gw-h2-tls nginx-h2-tls rps
+    h2ratio "CPU µs/req  gw-h2-tls ÷ nginx-h2-tls        " gw-h2-tls nginx-h2-tls cpu
+  fi
+  # the same process under both load generators: how far h2load's and wrk's figures differ
+  h2ratio "CPU µs/req  gw-h1-h2load ÷ attest-gateway (wrk)" gw-h1-h2load attest-gateway cpu
+  for name in "${H2NAMES[@]}"; do
+    if [ -n "${H2SKIP[$name]:-}" ]; then echo "$name: skipped: ${H2SKIP[$name]}"
+    elif [ -n "${R[$name,median,err]}" ]; then echo "$name: ${R[$name,median,err]}: its figures do not count"; fi
+  done
+fi
 if [ "$ANY_ERRORS" -ne 0 ]; then
   loud "SOME RUNS HAD ERRORS (see above): their figures are not comparable"
-  for f in gateway.err gateway-rs256.err haproxy/haproxy.log lu/gw-sqlite.err lu/gw-redis.err redis/redis.log aa/gw.err; do
+  for f in gateway.err gateway-rs256.err haproxy/haproxy.log lu/gw-sqlite.err lu/gw-redis.err redis/redis.log aa/gw.err \
+           gateway-h2.err nginxh2/err.log; do
     if [ -s "$TMP/$f" ]; then echo "--- $f (last 30 lines):"; tail -n 30 "$TMP/$f"; fi
   done
 fi

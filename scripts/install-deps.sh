@@ -5,7 +5,7 @@ set -euo pipefail
 
 build_pkgs=(pkg-config libssl-dev libcbor-dev libnghttp2-dev libyaml-dev libhiredis-dev libsqlite3-dev libcurl4-openssl-dev)
 test_pkgs=(curl python3 redis-server nginx e2fsprogs openssl nghttp2-client)
-bench_pkgs=(nginx-light wrk procps haproxy python3 redis-server)
+bench_pkgs=(nginx-light wrk procps haproxy python3 redis-server nghttp2-client openssl)
 soak_pkgs=(python3 redis-server)
 
 wanted=()
