@@ -14,6 +14,7 @@ enum H2Harness {
         var open: Set<Int32> = []
         var bodies: [Int32: Int] = [:]
         let limit: Int
+        static let contentType = Array("content-typetext/plain".utf8)
 
         init(limit: Int) { self.limit = limit }
 
@@ -24,8 +25,8 @@ enum H2Harness {
             open.insert(stream)
             let size = (head.path.count % 3) * 10_000
             bodies[stream] = size
-            _ = session.submitResponse(stream: stream, status: 200 + head.fields.count % 300,
-                                       fields: [(Array("content-type".utf8), Array("text/plain".utf8))], hasBody: size > 0)
+            _ = session.submitResponse(stream: stream, status: 200 + head.fields.count % 300, bytes: Self.contentType,
+                                       fields: [(0..<12, 12..<22)], hasBody: size > 0)
         }
 
         func h2RequestData(stream: Int32, _ bytes: UnsafeRawBufferPointer) {

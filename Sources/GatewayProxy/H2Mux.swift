@@ -185,42 +185,45 @@ final class H2Stream {
     /// :authority; cookies are joined (RFC 9113 8.2.3); expect and te are not HTTP/1.1 business here. The result
     /// goes through the HTTP/1.1 parser like any client's head (limits, smuggling checks).
     func writeRequestHead(_ head: H2RequestHead, endStream: Bool, into out: ByteBuffer, limits: HTTP1Limits) {
-        let isHEAD = head.method == Array("HEAD".utf8)
-        parser.expectResponse(toHEAD: isHEAD)
-        out.append(head.method)
-        out.append(byte: UInt8(ascii: " "))
-        out.append(head.path)
-        out.append(" HTTP/1.1\r\n" as StaticString)
-        if !head.authority.isEmpty {
-            out.append("host: " as StaticString)
-            out.append(head.authority)
-            out.append("\r\n" as StaticString)
-        }
+        parser.expectResponse(toHEAD: head.equals(head.method, "HEAD"))
+        let hasAuthority = !head.authority.isEmpty
         var hasLength = false
         var cookies = 0
-        for f in head.fields {
-            switch f.name.count {
-            case 2 where f.name == Array("te".utf8): continue
-            case 4 where f.name == Array("host".utf8): if !head.authority.isEmpty { continue }
-            case 6 where f.name == Array("expect".utf8): continue
-            case 6 where f.name == Array("cookie".utf8): cookies += 1; continue
-            case 14 where f.name == Array("content-length".utf8): hasLength = true
-            default: break
+        head.bytes.withUnsafeBytes { raw in
+            @inline(__always) func put(_ r: Range<Int>) { out.append(UnsafeRawBufferPointer(rebasing: raw[r])) }
+            put(head.method)
+            out.append(byte: UInt8(ascii: " "))
+            put(head.path)
+            out.append(" HTTP/1.1\r\n" as StaticString)
+            if hasAuthority {
+                out.append("host: " as StaticString)
+                put(head.authority)
+                out.append("\r\n" as StaticString)
             }
-            out.append(f.name)
-            out.append(": " as StaticString)
-            out.append(f.value)
-            out.append("\r\n" as StaticString)
-        }
-        if cookies > 0 {
-            out.append("cookie: " as StaticString)
-            var first = true
-            for f in head.fields where f.name == Array("cookie".utf8) {
-                if !first { out.append("; " as StaticString) }
-                out.append(f.value)
-                first = false
+            for f in head.fields {
+                switch f.name.count {
+                case 2 where head.equals(f.name, "te"): continue
+                case 4 where head.equals(f.name, "host"): if hasAuthority { continue }
+                case 6 where head.equals(f.name, "expect"): continue
+                case 6 where head.equals(f.name, "cookie"): cookies += 1; continue
+                case 14 where head.equals(f.name, "content-length"): hasLength = true
+                default: break
+                }
+                put(f.name)
+                out.append(": " as StaticString)
+                put(f.value)
+                out.append("\r\n" as StaticString)
             }
-            out.append("\r\n" as StaticString)
+            if cookies > 0 {
+                out.append("cookie: " as StaticString)
+                var first = true
+                for f in head.fields where f.name.count == 6 && head.equals(f.name, "cookie") {
+                    if !first { out.append("; " as StaticString) }
+                    put(f.value)
+                    first = false
+                }
+                out.append("\r\n" as StaticString)
+            }
         }
         requestEnded = endStream
         if !endStream && !hasLength {
@@ -295,21 +298,25 @@ final class H2Stream {
     }
 
     private func submitHead(_ head: HTTP1ResponseHead) {
-        var fields: [(name: [UInt8], value: [UInt8])] = []
+        // Names lower-cased into one buffer, values beside them; connection-specific fields left out.
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(head.bytes.count)
+        var fields: [(name: Range<Int>, value: Range<Int>)] = []
         fields.reserveCapacity(head.fields.count)
         head.bytes.withUnsafeBytes { raw in
             for f in head.fields {
                 let name = UnsafeRawBufferPointer(rebasing: raw[f.name])
-                var lower = [UInt8](name)
-                for i in lower.indices where lower[i] >= 65 && lower[i] <= 90 { lower[i] |= 0x20 }
-                switch lower.count {
-                case 7 where lower == Array("upgrade".utf8): continue
-                case 10 where lower == Array("connection".utf8) || lower == Array("keep-alive".utf8): continue
-                case 16 where lower == Array("proxy-connection".utf8): continue
-                case 17 where lower == Array("transfer-encoding".utf8): continue
+                switch name.count {
+                case 7 where Self.named(name, "upgrade"): continue
+                case 10 where Self.named(name, "connection") || Self.named(name, "keep-alive"): continue
+                case 16 where Self.named(name, "proxy-connection"): continue
+                case 17 where Self.named(name, "transfer-encoding"): continue
                 default: break
                 }
-                fields.append((lower, Array(raw[f.value])))
+                let n = bytes.count..<(bytes.count + name.count)
+                for c in name { bytes.append(c >= 65 && c <= 90 ? c | 0x20 : c) }
+                bytes.append(contentsOf: raw[f.value])
+                fields.append((n, n.upperBound..<bytes.count))
             }
         }
         let hasBody: Bool
@@ -318,7 +325,14 @@ final class H2Stream {
         default: hasBody = true
         }
         headSubmitted = true
-        if !mux.session.submitResponse(stream: id, status: head.status, fields: fields, hasBody: hasBody) { fail() }
+        if !mux.session.submitResponse(stream: id, status: head.status, bytes: bytes, fields: fields, hasBody: hasBody) { fail() }
+    }
+
+    /// ASCII case-insensitive `name == lower` (`lower` lower-case, same length checked by the caller).
+    @inline(__always) private static func named(_ name: UnsafeRawBufferPointer, _ lower: StaticString) -> Bool {
+        let l = UnsafeRawBufferPointer(start: lower.utf8Start, count: lower.utf8CodeUnitCount)
+        for i in 0..<l.count where name[i] | 0x20 != l[i] { return false }
+        return true
     }
 
     /// nghttp2 asks for body bytes.

@@ -16,8 +16,8 @@ public final class H2ServerSession {
     public weak var delegate: H2SessionDelegate?
     public let settings: H2Settings
     private var session: OpaquePointer?
-    /// Request heads being received (HEADERS then CONTINUATIONs), by stream id.
-    private var pending: [Int32: H2RequestHead] = [:]
+    /// The request head being received (HEADERS then CONTINUATIONs: a header block is never interleaved).
+    private var building: (stream: Int32, head: H2RequestHead)? = nil
     private var pingTokens: TokenBucket
     private var resetTokens: TokenBucket
     private var now: UInt64 = 0
@@ -107,25 +107,23 @@ public final class H2ServerSession {
 
     /// Sends a response head; with `hasBody` the body is pulled through ``H2SessionDelegate/h2ResponseBody``.
     /// `fields` are lower-case names and values (no pseudo-headers, no connection-specific fields).
-    public func submitResponse(stream: Int32, status: Int, fields: [(name: [UInt8], value: [UInt8])], hasBody: Bool) -> Bool {
-        var storage: [UInt8] = []
-        var layout: [(Int, Int, Int, Int)] = []
-        var statusDigits = Array(String(status).utf8)
-        for f in fields {
-            layout.append((storage.count, f.name.count, storage.count + f.name.count, f.value.count))
-            storage.append(contentsOf: f.name)
-            storage.append(contentsOf: f.value)
-        }
+    /// `fields` index `bytes` (names lower-case; no pseudo-headers, no connection-specific fields).
+    public func submitResponse(stream: Int32, status: Int, bytes: [UInt8], fields: [(name: Range<Int>, value: Range<Int>)],
+                               hasBody: Bool) -> Bool {
+        var statusDigits: (UInt8, UInt8, UInt8) = (UInt8(48 + status / 100 % 10), UInt8(48 + status / 10 % 10), UInt8(48 + status % 10))
         let statusName: StaticString = ":status"
-        return storage.withUnsafeMutableBufferPointer { base -> Bool in
-            statusDigits.withUnsafeMutableBufferPointer { digits -> Bool in
-                var nva: [nghttp2_nv] = [nghttp2_nv(
-                    name: UnsafeMutablePointer(mutating: statusName.utf8Start), value: digits.baseAddress,
-                    namelen: statusName.utf8CodeUnitCount, valuelen: digits.count, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))]
-                nva.reserveCapacity(layout.count + 1)
-                for (no, nl, vo, vl) in layout {
-                    nva.append(nghttp2_nv(name: base.baseAddress! + no, value: base.baseAddress! + vo, namelen: nl, valuelen: vl,
-                                          flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
+        let none = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+        return bytes.withUnsafeBytes { raw -> Bool in
+            withUnsafeMutableBytes(of: &statusDigits) { digits -> Bool in
+                let base = UnsafeMutablePointer(mutating: raw.baseAddress?.assumingMemoryBound(to: UInt8.self))
+                var nva: [nghttp2_nv] = []
+                nva.reserveCapacity(fields.count + 1)
+                nva.append(nghttp2_nv(name: UnsafeMutablePointer(mutating: statusName.utf8Start),
+                                      value: digits.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                                      namelen: statusName.utf8CodeUnitCount, valuelen: 3, flags: none))
+                for f in fields {
+                    nva.append(nghttp2_nv(name: base! + f.name.lowerBound, value: base! + f.value.lowerBound,
+                                          namelen: f.name.count, valuelen: f.value.count, flags: none))
                 }
                 if hasBody {
                     var provider = nghttp2_data_provider(source: nghttp2_data_source(fd: 0), read_callback: h2ReadBody)
@@ -166,27 +164,30 @@ public final class H2ServerSession {
 
     fileprivate func beginHeaders(stream: Int32, category: nghttp2_headers_category) {
         guard category == NGHTTP2_HCAT_REQUEST else { return }
-        pending[stream] = H2RequestHead()
+        building = (stream, H2RequestHead())
     }
 
     /// False: the header block is far past the limit (a CONTINUATION flood): end the connection.
     fileprivate func header(stream: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Bool {
-        guard var head = pending[stream] else { return true }   // trailers are dropped
-        head.listSize += name.count + value.count + 32
-        if head.listSize > settings.maxHeaderListSize * 2 { return false }
-        pending[stream] = nil   // keep the value unique while it grows
+        guard building?.stream == stream else { return true }   // trailers are dropped
+        building!.head.listSize += name.count + value.count + 32
+        if building!.head.listSize > settings.maxHeaderListSize * 2 { return false }
+        let start = building!.head.bytes.count
+        building!.head.bytes.append(contentsOf: name)
+        building!.head.bytes.append(contentsOf: value)
+        let n = start..<(start + name.count)
+        let v = n.upperBound..<(n.upperBound + value.count)
         if name.first == UInt8(ascii: ":") {
             switch name.count {
-            case 5 where same(name, ":path"): head.path = Array(value)
-            case 7 where same(name, ":method"): head.method = Array(value)
-            case 7 where same(name, ":scheme"): head.scheme = Array(value)
-            case 10 where same(name, ":authority"): head.authority = Array(value)
+            case 5 where same(name, ":path"): building!.head.path = v
+            case 7 where same(name, ":method"): building!.head.method = v
+            case 7 where same(name, ":scheme"): building!.head.scheme = v
+            case 10 where same(name, ":authority"): building!.head.authority = v
             default: break
             }
         } else {
-            head.fields.append((Array(name), Array(value)))
+            building!.head.fields.append((n, v))
         }
-        pending[stream] = head
         return true
     }
 
@@ -194,8 +195,9 @@ public final class H2ServerSession {
         let endStream = flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
         switch UInt32(type) {
         case NGHTTP2_HEADERS.rawValue:
-            if let head = pending.removeValue(forKey: stream) {
-                delegate?.h2Request(stream: stream, head: head, endStream: endStream)
+            if let b = building, b.stream == stream {
+                building = nil
+                delegate?.h2Request(stream: stream, head: b.head, endStream: endStream)
             } else if endStream {
                 delegate?.h2RequestEnd(stream: stream)   // trailers end the request
             }
@@ -217,7 +219,7 @@ public final class H2ServerSession {
     }
 
     fileprivate func streamClosed(stream: Int32, code: UInt32) {
-        pending[stream] = nil
+        if building?.stream == stream { building = nil }
         delegate?.h2StreamClosed(stream: stream, errorCode: code)
     }
 

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CNGHTTP2
 
 /// Limits and windows of one HTTP/2 server session.
@@ -26,17 +29,28 @@ public struct H2Settings: Sendable {
     public init() {}
 }
 
-/// A request's header block as received (pseudo-header fields apart; names lower-case, as HTTP/2 requires).
+/// A request's header block as received: every name and value back to back in `bytes` (one allocation per head),
+/// the pseudo-header fields apart, names lower-case as HTTP/2 requires.
 public struct H2RequestHead: Sendable {
-    public var method: [UInt8] = []
-    public var path: [UInt8] = []
-    public var authority: [UInt8] = []
-    public var scheme: [UInt8] = []
-    public var fields: [(name: [UInt8], value: [UInt8])] = []
+    public var bytes: [UInt8] = []
+    public var method: Range<Int> = 0..<0
+    public var path: Range<Int> = 0..<0
+    public var authority: Range<Int> = 0..<0
+    public var scheme: Range<Int> = 0..<0
+    public var fields: [(name: Range<Int>, value: Range<Int>)] = []
     /// The RFC 9113 size of the list so far.
     public var listSize = 0
 
-    public init() {}
+    public init() { bytes.reserveCapacity(512) }
+
+    /// `bytes[r]` as text (tests, logs).
+    public func string(_ r: Range<Int>) -> String { String(decoding: bytes[r], as: UTF8.self) }
+
+    /// Whether `bytes[r]` is exactly `literal`.
+    @inline(__always) public func equals(_ r: Range<Int>, _ literal: StaticString) -> Bool {
+        guard r.count == literal.utf8CodeUnitCount else { return false }
+        return bytes.withUnsafeBytes { memcmp($0.baseAddress! + r.lowerBound, literal.utf8Start, r.count) == 0 }
+    }
 }
 
 /// What a response body source answers when nghttp2 asks for bytes.
