@@ -1105,3 +1105,30 @@ def test_sighup_reloads_the_certificate_for_new_h2_connections(start_gateway, st
         assert old.terminated is None
     finally:
         old.close()
+
+
+def test_sigterm_sends_goaway_lets_the_stream_in_flight_finish_and_exits(factory):
+    """Graceful drain over h2: GOAWAY(NO_ERROR) reaches the open connection, the stream already sent finishes with
+    its 200, and the process exits once it is done. (nghttp, not python-h2: that library drops a connection's
+    remaining streams as soon as a GOAWAY arrives.)"""
+    up = factory.upstream(U.b_routes({"/slow": U.b_slow(1.0)}), name="h2-drain-up")
+    port = free_port()
+    gw = factory.gateway(h2_config([(port, True, None)], up.url))
+    client = subprocess.Popen(["nghttp", "-v", f"http://127.0.0.1:{port}/slow"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        assert up.wait_requests(1, 5), "the slow request never reached the upstream"
+        t_sig = time.monotonic()
+        gw.send_signal(signal.SIGTERM)
+        out, _ = client.communicate(timeout=10)
+        text = out.decode(errors="replace")
+        assert client.returncode == 0, text[-2000:]
+        assert re.search(r"recv GOAWAY frame.*\n.*error_code=NO_ERROR", text), text[-2000:]
+        assert ":status: 200" in text, text[-2000:]
+        assert text.index("recv GOAWAY") < text.index(":status: 200"), "GOAWAY came after the response, not before"
+        rc = gw.proc.wait(timeout=8)
+        assert rc == 0, f"exit code {rc} (stderr: {gw.stderr()[-500:]})"
+        assert time.monotonic() - t_sig < 6, "the drain waited past its only stream"
+    finally:
+        if client.poll() is None:
+            client.kill()
