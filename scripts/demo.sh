@@ -15,7 +15,7 @@ root_ca=$("$BIN" dev appattest ca --dir "$tmp/appattest-ca")
 
 cat > "$tmp/gateway.yml" <<YAML
 version: 1
-listeners: [{name: public, address: 127.0.0.1:18080}]
+listeners: [{name: public, address: 127.0.0.1:18080, http2: true}]   # http2: h2c prior knowledge too
 state: {backend: sqlite, path: state/state.db}   # replay protection for limited_use routes (created here)
 upstreams:
   api: {url: "http://127.0.0.1:13000"}
@@ -85,6 +85,12 @@ call -X POST http://127.0.0.1:18080/api/payments -H "X-Firebase-AppCheck: $token
 
 step "4. no token: 401 missing_token, the upstream never sees the request"
 call -X POST http://127.0.0.1:18080/api/payments -d '{"amount":42}'
+
+step "4b. the same two over HTTP/2 (h2c prior knowledge here; over TLS, ALPN h2): the same answers"
+curl -s --http2-prior-knowledge -o /dev/null -w '  -> HTTP/%{http_version} %{http_code} with the token\n' \
+  -X POST http://127.0.0.1:18080/api/payments -H "X-Firebase-AppCheck: $token" -d '{"amount":42}'
+curl -s --http2-prior-knowledge -w '  (HTTP/%{http_version} %{http_code} without it)\n' \
+  -X POST http://127.0.0.1:18080/api/payments -d '{"amount":42}' | sed 's/^/  -> /'
 
 step "5. an expired token: 401 expired"
 call -X POST http://127.0.0.1:18080/api/payments -H "X-Firebase-AppCheck: $expired" -d '{}'
