@@ -127,7 +127,7 @@ final class DownstreamConnection: LoopHandler {
     }
 
     /// A stream's deadline: the socket's sweep entry must come no later (`onTimeout` hands it on).
-    private func streamDeadline(_ d: UInt64) {
+    func streamDeadline(_ d: UInt64) {
         if deadline == 0 || d < deadline { deadline = d }
     }
 
@@ -219,7 +219,7 @@ final class DownstreamConnection: LoopHandler {
             if n > 0 {
                 target.didWrite(n)
                 if n < space && !sawHangup { readable = false }
-                if phase == .forwarding { setDeadline(worker.loop.now + worker.idleTimeout) }
+                if phase == .forwarding && mux == nil { setDeadline(worker.loop.now + worker.idleTimeout) }
                 if let tls, let cipherIn {
                     // Decrypt into inBuf (this also runs the handshake), and send what the handshake wrote.
                     tls.feed(cipherIn.readable)

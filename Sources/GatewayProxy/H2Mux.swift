@@ -83,6 +83,7 @@ final class H2Mux: H2SessionDelegate {
         var d: UInt64 = 0
         for s in streams.values {
             if let c = s.connection, c.deadline != 0, d == 0 || c.deadline < d { d = c.deadline }
+            if s.discardUntil != 0, d == 0 || s.discardUntil < d { d = s.discardUntil }
         }
         return d
     }
@@ -91,6 +92,11 @@ final class H2Mux: H2SessionDelegate {
     func streamTimeouts(now: UInt64) {
         for s in Array(streams.values) {
             if let c = s.connection, c.deadline != 0, c.deadline <= now { c.onTimeout(now: now) }
+            if s.discardUntil != 0 && s.discardUntil <= now && !s.sessionClosed {
+                s.discardUntil = 0
+                session.reset(stream: s.id, code: .noError)   // the client is still uploading: stop it now
+                requestFlush()
+            }
         }
     }
 
@@ -155,6 +161,8 @@ final class H2Stream {
     var connection: DownstreamConnection?
     /// nghttp2 closed the stream (done, or reset by the client).
     var sessionClosed = false
+    /// The response is complete but the request body is not: it is dropped until then (0: not discarding).
+    var discardUntil: UInt64 = 0
 
     private var chunked = false
     private var requestEnded = false
@@ -346,9 +354,13 @@ final class H2Stream {
             if body.isEmpty { body.clear(); wantsDrainNotice = connection != nil }
         }
         if body.isEmpty && responseEnded {
-            if !requestEnded {
-                // The answer came before the whole request (a 413, a rejection): stop the client's upload.
-                mux.session.reset(stream: id, code: .noError)
+            if !requestEnded && discardUntil == 0 {
+                // The answer came before the whole request (a 413, a rejection). Like the HTTP/1.1 linger: take in
+                // and drop the rest of the body for a while (windows keep opening), so that clients that treat
+                // RST_STREAM(NO_ERROR) during their upload as a failure (curl 7.88) still see the answer; a client
+                // that has not finished by then gets RST_STREAM(NO_ERROR).
+                discardUntil = mux.worker.loop.now + mux.worker.lingerMillis
+                mux.owner.streamDeadline(discardUntil)
             }
             return .bytes(n, end: true)
         }

@@ -758,6 +758,41 @@ def test_request_body_over_the_route_limit_is_413_like_http11(env):
     assert not [q for q in upstream_requests(env.up, "/small/h2-stream") if q.body_len > 100]
 
 
+def test_an_early_answer_during_an_upload_reaches_curl(env, tmp_path):
+    """413 (and a 401) decided before the body is read: the rest of the upload is taken in and dropped, so curl —
+    which fails a request whose stream is reset during its upload, even with NO_ERROR — gets the answer, exit 0."""
+    blob = tmp_path / "upload.bin"
+    blob.write_bytes(b"u" * (3 * MIB))
+    for path, want in (("/small/curl-413", "413"), ("/ac/curl-401", "401")):
+        out = run("curl", "-sS", "--http2-prior-knowledge", "-o", "/dev/null", "-w", "%{http_version} %{http_code}",
+                  "-X", "POST", "--data-binary", f"@{blob}", f"http://127.0.0.1:{env.h2c}{path}")
+        assert out.returncode == 0, (path, out.returncode, out.stderr.decode()[-500:])
+        assert out.stdout.decode() == f"2 {want}", (path, out.stdout)
+
+
+def test_a_client_that_never_finishes_its_upload_is_reset_after_the_answer(env):
+    """The discard after an early answer is bounded: a client that stops sending gets RST_STREAM(NO_ERROR) about
+    2 s later — even while the connection is otherwise busy (PINGs here: traffic on the connection must not push a
+    stream's deadline back) — and its connection stays usable."""
+    c = H2(env.h2c)
+    try:
+        sid = c.request("POST", "/small/stalled-upload", [("content-length", "1000")], b"s" * 10, end=False)
+        st = c.response(sid)
+        assert st.status == 413, st.describe()
+        t0 = time.monotonic()
+        last_ping = 0.0
+        while st.reset is None and time.monotonic() - t0 < 6:
+            if time.monotonic() - last_ping >= 0.4:   # paced: an answer-driven ping-pong would be a PING flood
+                c.ping(b"busyconn")
+                last_ping = time.monotonic()
+            c.pump(0.2)
+        assert st.reset == ErrorCodes.NO_ERROR, st.describe()
+        assert 1.0 < time.monotonic() - t0 < 5.0
+        assert c.get("/small/after-stall").status == 200
+    finally:
+        c.close()
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # 4. App Check over h2: the same answers as over HTTP/1.1.
 
