@@ -303,6 +303,12 @@ final class DownstreamConnection: LoopHandler {
         if let stream { flushStream(stream); return }
         if let mux { flushHTTP2(mux); return }
         guard writeWire() else { return }
+        afterWrite()
+    }
+
+    /// After output moved on: everything gone means linger (closing) or resume the upstream; otherwise the client
+    /// has `idle_timeout` to take more.
+    @inline(__always) private func afterWrite() {
         if pendingOutput == 0 {
             if phase == .closing {
                 startLingering()
@@ -467,14 +473,6 @@ extension DownstreamConnection {
             stream.takeResponse(from: outBuf)
             if closed { return }
         }
-        if pendingOutput == 0 {
-            if phase == .closing {
-                startLingering()
-                return
-            }
-            if let up = exchange.upstream { up.resumeReading() }
-        } else if phase == .forwarding {
-            setDeadline(worker.loop.now + worker.idleTimeout)
-        }
+        afterWrite()
     }
 }
