@@ -42,18 +42,22 @@ final class H2Mux: H2SessionDelegate {
         let ok = session.receive(buffer.readable, nowMillis: worker.loop.now)
         inSession = false
         buffer.clear()
-        if !ok || session.failure != nil {
-            failed = true
-            if let why = session.failure {
-                let client = String(decoding: owner.clientAddress, as: UTF8.self)
-                if case .flood = why {
-                    Logger.warn("h2: connection closed", ["reason": why.description, "client": client])
-                } else {
-                    Logger.info("h2: connection closed", ["reason": why.description, "client": client])
-                }
-            }
-        }
+        if !ok || session.failure != nil { sessionFailed() }
         owner.flushOut()
+    }
+
+    /// The session ended itself (a flood or a protocol error): say so once, in the log and the metrics.
+    private func sessionFailed() {
+        guard !failed else { return }
+        failed = true
+        guard let why = session.failure else { return }
+        ProcessMetrics.shared.h2ConnectionClosed(reason: why.label)
+        let client = String(decoding: owner.clientAddress, as: UTF8.self)
+        if case .flood = why {
+            Logger.warn("h2: connection closed", ["reason": why.description, "client": client])
+        } else {
+            Logger.info("h2: connection closed", ["reason": why.description, "client": client])
+        }
     }
 
     /// Appends frames to `out` up to `limit` bytes; then lets streams whose body was taken go on. False: fatal.
@@ -61,7 +65,7 @@ final class H2Mux: H2SessionDelegate {
         inSession = true
         let ok = session.send(into: out, limit: limit)
         inSession = false
-        if session.failure != nil { failed = true }
+        if !ok || session.failure != nil { sessionFailed() }
         while let s = drained.popLast() { s.bodyTaken() }
         return ok
     }

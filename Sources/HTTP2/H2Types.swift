@@ -98,6 +98,16 @@ public enum H2Failure: Sendable, Equatable, CustomStringConvertible {
         case .flood(let what): "\(what) flood"
         }
     }
+
+    /// The metric label: `ping_flood`, `settings_flood`, `rapid_reset` or `protocol_error`.
+    public var label: String {
+        switch self {
+        case .protocolError: "protocol_error"
+        case .flood("PING"): "ping_flood"
+        case .flood("SETTINGS"): "settings_flood"
+        case .flood: "rapid_reset"
+        }
+    }
 }
 
 public struct H2Error: Error, CustomStringConvertible, Sendable {

@@ -116,6 +116,7 @@ public final class ProcessMetrics: Sendable {
         var stateOps: [String: Histogram] = [:]                // operation → latency
         var stateErrors: [String: [String: UInt64]] = [:]     // operation → kind → count
         var reloads: [String: UInt64] = [:]                    // result → count
+        var h2Closed: [String: UInt64] = [:]                   // reason → count
         var configHash = ""
     }
     private let state = AnnotatedMutex(State())
@@ -136,6 +137,12 @@ public final class ProcessMetrics: Sendable {
 
     public func reload(ok: Bool) { state.withLock { $0.reloads[ok ? "success" : "failure", default: 0] &+= 1 } }
 
+    /// An HTTP/2 connection the gateway ended for its client's misbehaviour (rare by nature, so a lock is fine).
+    public func h2ConnectionClosed(reason: String) { state.withLock { $0.h2Closed[reason, default: 0] &+= 1 } }
+
+    /// The reasons ``h2ConnectionClosed(reason:)`` is called with (`H2Failure.label`), rendered as 0 until they happen.
+    public static let h2CloseReasons = ["ping_flood", "protocol_error", "rapid_reset", "settings_flood"]
+
     public func setConfigHash(_ hash: String) { state.withLock { $0.configHash = hash } }
 
     /// Appends the process-wide families in Prometheus text format.
@@ -155,6 +162,11 @@ public final class ProcessMetrics: Sendable {
         }
         out.family("attest_gateway_config_reloads_total", "counter", "Configuration reloads (SIGHUP) by result.")
         for r in ["success", "failure"] { out.sample("attest_gateway_config_reloads_total", [("result", r)], s.reloads[r] ?? 0) }
+        out.family("attest_gateway_h2_connections_closed_total", "counter",
+                   "HTTP/2 connections ended by the gateway: floods (PING, SETTINGS, rapid reset) and protocol errors.")
+        for r in Set(Self.h2CloseReasons).union(s.h2Closed.keys).sorted() {
+            out.sample("attest_gateway_h2_connections_closed_total", [("reason", r)], s.h2Closed[r] ?? 0)
+        }
         out.family("attest_gateway_config_info", "gauge", "The running configuration (SHA-256 of the file, first 16 hex digits).")
         out.sample("attest_gateway_config_info", [("hash", s.configHash)], 1)
     }

@@ -25,6 +25,7 @@ import ssl
 import subprocess
 import threading
 import time
+import urllib.request
 from types import SimpleNamespace
 
 import hpack
@@ -1167,3 +1168,26 @@ def test_sigterm_sends_goaway_lets_the_stream_in_flight_finish_and_exits(factory
     finally:
         if client.poll() is None:
             client.kill()
+
+
+def test_floods_are_counted_in_metrics(factory):
+    """attest_gateway_h2_connections_closed_total{reason} counts the connections ended for abuse, one per flood."""
+    up = factory.upstream(name="h2-metrics-up")
+    port, aport = free_port(), free_port()
+    gw = factory.gateway(h2_config([(port, True, None)], up.url) + f"admin:\n  address: 127.0.0.1:{aport}\n")
+    wait_listening(aport, gw.proc, 10, "admin listener")
+
+    def counts() -> dict[str, int]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{aport}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        found = dict(re.findall(r'^attest_gateway_h2_connections_closed_total\{reason="([a-z_]+)"\} (\d+)$', text, re.M))
+        return {k: int(v) for k, v in found.items()}
+
+    assert counts() == {"ping_flood": 0, "protocol_error": 0, "rapid_reset": 0, "settings_flood": 0}
+    for attack in (_ping_flood, _rapid_reset, _continuation_flood):
+        assert flood(port, attack) is not None, f"{attack.__name__} did not close the connection"
+    want = {"ping_flood": 1, "protocol_error": 1, "rapid_reset": 1, "settings_flood": 0}
+    deadline = time.monotonic() + 5
+    while counts() != want and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert counts() == want
