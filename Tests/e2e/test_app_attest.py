@@ -415,3 +415,49 @@ def test_with_fraud_metric_the_attest_receipt_is_verified_at_registration(factor
         body = d.attest_body(challenge(port))
         r = post(port, REG + "/attest", json.dumps(body).encode())
         assert outcome(r) == ((201, None) if expected == 201 else (401, "bad_receipt")), (root, r.body)
+
+
+def test_registration_and_assertions_over_http2(factory, gateway_bin, tmp_path):
+    """The registration flow and request-bound assertions over h2c (python-h2, several streams on one connection):
+    the same answers as over HTTP/1.1 — the body held and hashed, the counter compare-and-set off the loop — with the
+    request body sent in DATA frames with and without content-length."""
+    from test_http2 import H2
+
+    ca, root = ca_dir(gateway_bin, tmp_path)
+    up = factory.upstream(name="aa-h2-up")
+    port = free_port()
+    cfg = aa_config(port, up.url, root, {"backend": "sqlite", "path": str(tmp_path / "aa-h2.db")})
+    listener = f'  - address: "127.0.0.1:{port}"\n'
+    assert listener in cfg
+    gw = factory.gateway(cfg.replace(listener, listener + "    http2: true\n", 1))
+    device = Device(gateway_bin, ca, tmp_path / "device-h2")
+    c = H2(gw.port)
+    try:
+        st = c.response(c.request("POST", REG + "/challenge", [("content-length", "0")], None))
+        assert st.status == 200, st.describe()
+        body = json.dumps(device.attest_body(st.json()["challenge"])).encode()
+        st = c.response(c.request("POST", REG + "/attest", [("content-type", "application/json")], body, frame=700))
+        assert st.status == 201, st.describe()
+        assert st.json() == {"keyId": device.key_id, "environment": "production", "appId": APP_ID}
+
+        payload = b'{"item":7}' * 300
+        assertions = device.assertions("POST", "/api/h2?x=1", payload, count=3)
+        answers = []
+        for i, h in enumerate(assertions):
+            extra = [(k.lower(), v) for k, v in h.items()]
+            if i % 2 == 0:
+                extra.append(("content-length", str(len(payload))))
+            answers.append(c.response(c.request("POST", "/api/h2?x=1", extra, payload, frame=1000)))
+        assert [a.status for a in answers] == [200, 200, 200], [a.describe() for a in answers]
+        replay = c.response(c.request("POST", "/api/h2?x=1", [(k.lower(), v) for k, v in assertions[0].items()],
+                                      payload))
+        assert replay.status == 401 and replay.json()["reason"] == "counter_not_increasing", replay.describe()
+        tampered = c.response(c.request("POST", "/api/h2?x=1", [(k.lower(), v) for k, v in assertions[-1].items()],
+                                        payload + b" "))
+        assert tampered.status == 401 and tampered.json()["reason"] == "bad_assertion", tampered.describe()
+    finally:
+        c.close()
+    seen = api_requests(up, "/api/h2")
+    assert len(seen) == 3
+    assert all(q.body_sha256 == hashlib.sha256(payload).hexdigest() for q in seen)
+    assert {q.one("x-attest-key-id") for q in seen} == {device.key_id}
