@@ -64,6 +64,9 @@ public final class TLSSession {
             if n > 0 {
                 out.didWrite(Int(n))
                 total += Int(n)
+                // Nothing decrypted left and no ciphertext left to decrypt: done, without the failing SSL_read
+                // (and its error-queue work) that would only say "want read".
+                if SSL_pending(ssl) == 0 && shim_BIO_ctrl_pending(incoming) == 0 { return .data(total) }
                 continue
             }
             let error = SSL_get_error(ssl, n)
