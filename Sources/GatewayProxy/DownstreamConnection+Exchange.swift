@@ -513,7 +513,8 @@ extension DownstreamConnection {
                                method: UnsafeRawBufferPointer(rebasing: raw[head.method]),
                                path: HeaderFilter.path(of: UnsafeRawBufferPointer(rebasing: raw[head.target])),
                                status: status, upstreamStatus: exchange.upstreamStatus, bytesIn: exchange.bytesIn,
-                               bytesOut: bytesOut, verdict: verdict, reason: exchange.reason?.code, requestID: id)
+                               bytesOut: bytesOut, verdict: verdict, reason: exchange.reason?.code, requestID: id,
+                               protocol: stream != nil ? "HTTP/2" : head.version == .http10 ? "HTTP/1.0" : "HTTP/1.1")
                 }
             } else {
                 let dash: StaticString = "-"

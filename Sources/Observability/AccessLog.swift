@@ -25,7 +25,7 @@ public final class AccessLog {
     /// One entry. `path` must already exclude the query string; `route` is a JSON value (`"name"` or `null`).
     public func record(time startMicros: UInt64, route: [UInt8], method: UnsafeRawBufferPointer, path: UnsafeRawBufferPointer,
                        status: Int, upstreamStatus: Int, bytesIn: Int, bytesOut: Int, verdict: StaticString,
-                       reason: String? = nil, requestID: UnsafeRawBufferPointer? = nil) {
+                       reason: String? = nil, requestID: UnsafeRawBufferPointer? = nil, protocol proto: StaticString? = nil) {
         guard enabled else { return }
         let b = buffer
         let lineStart = b.writerIndex
@@ -37,6 +37,10 @@ public final class AccessLog {
         JSONText.appendEscaped(method, to: b)
         b.append("\",\"path\":\"" as StaticString)
         JSONText.appendEscaped(path, to: b)
+        if let proto {
+            b.append("\",\"protocol\":\"" as StaticString)
+            b.append(proto)
+        }
         b.append("\",\"status\":" as StaticString)
         b.appendDecimal(status)
         b.append(",\"upstream_status\":" as StaticString)

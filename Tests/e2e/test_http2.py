@@ -853,6 +853,7 @@ def test_access_log_has_h2_requests(env):
             break
         time.sleep(0.05)
     assert len(ok) == 1 and ok[0].get("status") == 200 and ok[0].get("method") == "GET", ok or env.gw.stdout()[-2000:]
+    assert ok[0].get("protocol") == "HTTP/2", ok
     assert len(rej) == 1 and rej[0].get("status") == 401, rej or env.gw.stdout()[-2000:]
 
 

@@ -152,6 +152,7 @@ def test_access_log_line_per_request(start_gateway, start_upstream):
     assert not missing, f"access-log line lacks {missing}: {line}"
     assert line["method"] == "POST" and line["status"] == 200 and line["upstream_status"] == 200
     assert line["route"] == "logged"
+    assert line.get("protocol") == "HTTP/1.1", line
     assert isinstance(line["bytes_in"], int) and line["bytes_in"] >= 10
     assert isinstance(line["bytes_out"], int) and line["bytes_out"] >= len(r.body)
     assert isinstance(line["duration_ms"], (int, float)) and line["duration_ms"] >= 0
