@@ -118,7 +118,7 @@ struct MappingReader {
         return flag
     }
 
-    func int(_ key: String, min: Int? = nil, required isRequired: Bool = false) -> Int? {
+    func int(_ key: String, min: Int? = nil, max: Int? = nil, required isRequired: Bool = false) -> Int? {
         guard let node = isRequired ? required(key, expected: "an integer") : value(key) else { return nil }
         guard let number = node.intValue else {
             context.report("expected an integer", at: node, path: childPath(key))
@@ -126,6 +126,10 @@ struct MappingReader {
         }
         if let min, number < min {
             context.report("must be at least \(min)", at: node, path: childPath(key))
+            return nil
+        }
+        if let max, number > max {
+            context.report("must be at most \(max)", at: node, path: childPath(key))
             return nil
         }
         return number

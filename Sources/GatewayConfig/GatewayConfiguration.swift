@@ -71,6 +71,8 @@ public struct LimitsConfig: Sendable, Equatable {
     public var maxConnections: Int = 10_000
     /// Extension: how long SIGTERM/SIGINT waits for in-flight requests before exiting (default 30s).
     public var drainTimeoutMillis: Int = 30_000
+    /// Extension: SETTINGS_MAX_CONCURRENT_STREAMS of HTTP/2 connections (default 100, like Envoy's and nginx's order).
+    public var http2MaxConcurrentStreams: Int = 100
     public init() {}
 }
 

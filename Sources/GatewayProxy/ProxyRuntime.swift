@@ -136,6 +136,7 @@ public struct ProxyRuntime: Sendable {
         listenerHTTP2 = config.listeners.map(\.http2)
         var h2 = H2Settings()
         h2.maxHeaderListSize = config.limits.maxHeaderBytes
+        h2.maxConcurrentStreams = UInt32(config.limits.http2MaxConcurrentStreams)
         h2Settings = h2
         requestLimits = HTTP1Limits(maxHeaderBytes: config.limits.maxHeaderBytes, maxHeaders: config.limits.maxHeaders)
         responseLimits = HTTP1Limits(maxHeaderBytes: max(64 * 1024, config.limits.maxHeaderBytes), maxHeaders: max(200, config.limits.maxHeaders))

@@ -17,6 +17,7 @@ import Testing
         #expect(limits.idleTimeoutMillis == 60_000)
         #expect(limits.maxConnections == 10_000)
         #expect(limits.drainTimeoutMillis == 30_000)
+        #expect(limits.http2MaxConcurrentStreams == 100)
         #expect(config.state.backend == .sqlite)
         #expect(config.state.path == "/srv/gw/data/state.db")
         #expect(config.state.url == nil)

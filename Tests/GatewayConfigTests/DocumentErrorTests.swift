@@ -84,6 +84,18 @@ import Testing
         ])
     }
 
+    @Test func http2StreamLimitIsBounded() throws {
+        #expect(errorLines(minimalPlus("limits:\n  http2_max_concurrent_streams: 0")) == [
+            "gateway.yml:11:33: limits.http2_max_concurrent_streams: must be at least 1",
+        ])
+        #expect(errorLines(minimalPlus("limits:\n  http2_max_concurrent_streams: 4294967297")) == [
+            "gateway.yml:11:33: limits.http2_max_concurrent_streams: must be at most 10000",
+        ])
+        let config = try ConfigLoader.load(yaml: minimalPlus("limits:\n  http2_max_concurrent_streams: 250"),
+                                           fileName: "gateway.yml", baseDirectory: "/")
+        #expect(config.limits.http2MaxConcurrentStreams == 250)
+    }
+
     @Test func aliasBombIsRefusedNotExpanded() {
         var yaml = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
         for level in 1...9 {

@@ -1192,3 +1192,17 @@ def test_floods_are_counted_in_metrics(factory):
     while counts() != want and time.monotonic() < deadline:
         time.sleep(0.1)
     assert counts() == want
+
+
+def test_the_stream_limit_is_configurable(factory):
+    """limits.http2_max_concurrent_streams (an extension) is what SETTINGS announces."""
+    up = factory.upstream(name="h2-limit-up")
+    port = free_port()
+    gw = factory.gateway(h2_config([(port, True, None)], up.url,
+                                   limits={"max_body_bytes": "1MiB", "http2_max_concurrent_streams": 5}))
+    c = H2(gw.port)
+    try:
+        assert c.get("/limit").status == 200
+        assert c.c.remote_settings.max_concurrent_streams == 5
+    finally:
+        c.close()
