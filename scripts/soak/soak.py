@@ -5,7 +5,8 @@ What runs (all on 127.0.0.1, every process in its own process group, killed by t
   upstream  `attest-gateway dev echo`
   issuer    `attest-gateway dev issuer` (App Check tokens; the gateway fetches its JWKS over HTTP)
   state     SQLite (default) or redis-server (SOAK_STATE=redis, no persistence)
-  gateway   `attest-gateway serve` with an admin listener and five routes:
+  gateway   `attest-gateway serve` with an admin listener, its client listener `http2: true` (h2c with prior knowledge
+            and HTTP/1.1 on the same port; not with SOAK_H2_CONNECTIONS=0), and five routes:
               /ac/     app_check verifier `fb`
               /lu/     the same verifier, limited_use: true
               /aa/     app_attest verifier `aa` (binding: request; simulated devices under a `dev appattest ca`)
@@ -14,8 +15,12 @@ What runs (all on 127.0.0.1, every process in its own process group, killed by t
 
 Load: SOAK_CONNECTIONS client threads (default 24); even-numbered ones keep their connection alive (and replace it
 every few hundred requests), odd-numbered ones connect, send one request and close (half of them with
-`Connection: close`, so the gateway closes first). Each thread is paced to SOAK_RATE / SOAK_CONNECTIONS requests per
-second and picks each request from MIX below; every answer is checked (status, reason code, echo target).
+`Connection: close`, so the gateway closes first). SOAK_H2_CONNECTIONS more threads (default 4; 0: none, the load
+before HTTP/2) each keep one h2c connection (prior knowledge; python-h2), send their requests as streams in batches of
+1..SOAK_H2_STREAMS (default 8) in flight at once, and replace the connection every few hundred streams (or when the
+gateway closes it); their "aborted" requests are streams reset by the client (RST_STREAM CANCEL after the HEADERS of a
+POST whose body is not all sent). Each thread is paced to SOAK_RATE / (SOAK_CONNECTIONS + SOAK_H2_CONNECTIONS)
+requests per second and picks each request from MIX below; every answer is checked (status, reason code, echo target).
 
 Phases: warm-up (SOAK_WARMUP_SECONDS of load) -> idle checkpoint (clients closed, SOAK_IDLE_SECONDS of quiet so the
 gateway's pooled upstream connections, idle for 30 s, are closed too) -> measured load (until SOAK_SECONDS of load in
@@ -24,12 +29,14 @@ SOAK_SAMPLE_SECONDS into samples.csv.
 
 Pass rule (exit 0), else exit 1:
   * no unexpected answer: every accepted-class request 200 with its own echo, every rejected or replayed one 401 with
-    its reason code, no 5xx, no dropped connection (the /abort/ requests excepted)
+    its reason code, no 5xx, no dropped connection or reset stream (the /abort/ requests excepted)
   * RSS at the end checkpoint - RSS at the warm-up checkpoint < SOAK_RSS_SLACK_MIB (default 5)
   * FDs at the end checkpoint <= FDs at the warm-up checkpoint + SOAK_FD_SLACK (default 0)
   * threads at the end checkpoint <= threads at the warm-up checkpoint
   * /metrics agrees with the client's counts (requests per route and status, replays per verifier) and so does the
-    access log (lines per route, status and reason), active connections 0 at the checkpoints, SIGTERM exits 0
+    access log (lines per route, status and reason; the h2 streams' own lines too), active connections 0 at the
+    checkpoints, no h2 connection ended by the gateway for abuse (attest_gateway_h2_connections_closed_total 0),
+    SIGTERM exits 0
 Exit 2: something failed to start.
 """
 
@@ -86,6 +93,9 @@ IDLE = env_int("SOAK_IDLE_SECONDS", 35, 0)                 # > the gateway's 30 
 MAX_REQUESTS = env_int("SOAK_MAX_REQUESTS", 1_000_000, 1)
 RATE = env_float("SOAK_RATE", 400.0)                       # requests/s, all connections together
 CONNECTIONS = env_int("SOAK_CONNECTIONS", 24, 2)
+H2_CONNECTIONS = env_int("SOAK_H2_CONNECTIONS", 4, 0)      # h2c client connections besides those (0: none)
+H2_STREAMS = env_int("SOAK_H2_STREAMS", 8, 1)              # most streams in flight on one h2c connection
+LANES = CONNECTIONS + H2_CONNECTIONS                       # client threads, each paced to RATE / LANES
 SAMPLE = env_float("SOAK_SAMPLE_SECONDS", 10.0)
 STATE = os.environ.get("SOAK_STATE", "sqlite")
 GW_WORKERS = env_int("SOAK_GATEWAY_WORKERS", 2, 1)
@@ -100,6 +110,8 @@ if WARMUP >= SECONDS:
     sys.exit("soak: SOAK_WARMUP_SECONDS must be below SOAK_SECONDS")
 if RATE <= 0 or SAMPLE <= 0:
     sys.exit("soak: SOAK_RATE and SOAK_SAMPLE_SECONDS must be positive")
+if H2_STREAMS > 100:
+    sys.exit("soak: SOAK_H2_STREAMS must be at most 100 (the gateway's SETTINGS_MAX_CONCURRENT_STREAMS)")
 
 TEAM, BUNDLE, REG = "SOAK123456", "com.example.soak", "/.attest/ios"
 AA_TARGET = "/aa/soak"          # every assertion is bound to GET /aa/soak at one timestamp
@@ -121,6 +133,21 @@ MIX = {
 KINDS = list(MIX)
 WEIGHTS = [MIX[k][0] for k in KINDS]
 ABORTS = ("partial_head", "no_read", "short_body", "connect_only")
+# h2 streams the client resets (RST_STREAM CANCEL): a POST with content-length 4096 and no DATA, or 100 bytes of
+# it, or 100 bytes without content-length (sent upstream chunked). The gateway has the whole head each time.
+H2_ABORTS = ("h2_rst_nobody", "h2_rst_short_body", "h2_rst_chunked")
+H2_RST_PER_S, H2_RST_BURST = 5.0, 20    # the client's own cap on resets per connection (the gateway's: 20/s, 200)
+if H2_CONNECTIONS:
+    try:
+        from h2.config import H2Configuration
+        from h2.connection import H2Connection
+        from h2.errors import ErrorCodes
+        from h2.exceptions import H2Error
+        from h2 import events as h2ev
+    except ImportError:
+        print("soak: SOAK_H2_CONNECTIONS needs Python's h2 package (scripts/install-deps.sh soak), "
+              "or SOAK_H2_CONNECTIONS=0", file=sys.stderr)
+        sys.exit(2)
 
 
 def log(msg: str) -> None:
@@ -236,6 +263,11 @@ class Stats:
         self.latency = collections.defaultdict(list)  # class -> seconds
         self.reconnects = 0
         self.conns_opened = 0
+        self.h2_sent = collections.Counter()        # kind -> of `sent`, the ones sent as h2 streams
+        self.h2_by_reason = collections.Counter()   # (route, status, reason) of h2 streams on /ac/, /lu/, /open/
+        self.h2_conns_opened = 0
+        self.h2_batches = collections.Counter()     # streams in flight at once -> batches
+        self.h2_resets = 0                          # RST_STREAM CANCEL sent (the h2 "aborted" kind)
 
     def merge(self, o: "Stats") -> None:
         self.sent += o.sent
@@ -249,6 +281,11 @@ class Stats:
             self.latency[k] += v
         self.reconnects += o.reconnects
         self.conns_opened += o.conns_opened
+        self.h2_sent += o.h2_sent
+        self.h2_by_reason += o.h2_by_reason
+        self.h2_conns_opened += o.h2_conns_opened
+        self.h2_batches += o.h2_batches
+        self.h2_resets += o.h2_resets
 
 
 class Budget:
@@ -278,6 +315,7 @@ class Worker:
         self.aa_accepted: collections.deque[dict] = collections.deque(maxlen=8)
         self.n = 0
         self.stats = Stats()
+        self.h2 = False
 
     # -- connections
     def close(self) -> None:
@@ -347,6 +385,8 @@ class Worker:
                 got_reason = "<not json>"
         self.stats.by_route_status[(route, r.status)] += 1
         self.stats.by_reason[(route, r.status, got_reason)] += 1
+        if self.h2 and route != "aa":       # /aa/soak is every connection's target: the log cannot tell them apart
+            self.stats.h2_by_reason[(route, r.status, got_reason)] += 1
         if r.status != status or got_reason != reason:
             return f"status {r.status} reason {got_reason} (wanted {status} {reason}): {(r.body or b'')[:160]!r}"
         if status == 200:
@@ -443,7 +483,7 @@ class Worker:
             self.stats.unexpected.append(f"conn {self.idx} abort {how}: could not connect: {e}")
 
     def run(self, deadline: float, stop: threading.Event) -> None:
-        interval = CONNECTIONS / RATE
+        interval = LANES / RATE
         nxt = time.monotonic() + self.rng.random() * interval
         try:
             while not stop.is_set():
@@ -468,6 +508,331 @@ class Worker:
                         self.stats.unexpected.append(f"conn {self.idx} {kind}: driver error {type(e).__name__}: {e}")
         finally:
             self.close()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# HTTP/2: h2c with prior knowledge (python-h2 over one socket)
+
+class H2Stream:
+    """One stream: what was sent, and the answer as far as it came (status, body, END_STREAM or RST_STREAM)."""
+
+    def __init__(self, sid: int, kind: str, target: str, headers: list[tuple[str, str]]):
+        self.sid, self.kind, self.target, self.headers = sid, kind, target, headers
+        self.t0 = time.monotonic()
+        self.t_done = 0.0
+        self.resp: list[tuple[str, str]] | None = None
+        self.data = bytearray()
+        self.ended = False
+        self.reset: int | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.ended or self.reset is not None
+
+    @property
+    def status(self) -> int | None:
+        for k, v in self.resp or []:
+            if k == ":status":
+                return int(v)
+        return None
+
+    @property
+    def body(self) -> bytes:
+        return bytes(self.data)
+
+
+class H2Conn:
+    """An h2c client connection: streams out, events in. Loop-free: the owner pumps it while it waits."""
+
+    def __init__(self, port: int, timeout: float = 15.0):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.c = H2Connection(H2Configuration(client_side=True, header_encoding="utf-8",
+                                              validate_inbound_headers=False))
+        self.streams: dict[int, H2Stream] = {}
+        self.ended: str | None = None      # why the connection is gone: GOAWAY from the gateway, EOF, an h2 error
+        self.c.initiate_connection()
+        self.flush()
+
+    @property
+    def closed(self) -> bool:
+        return self.ended is not None
+
+    def flush(self, pieces: int = 1, pause: float = 0.0) -> None:
+        """Writes what python-h2 has queued; in `pieces` writes `pause` s apart (a slow client) if asked, reading
+        the answers of the other streams meanwhile (and holding its own output, which would split a frame)."""
+        data = self.c.data_to_send()
+        if not data:
+            return
+        cut = [len(data) * i // pieces for i in range(pieces + 1)]
+        for a, b in zip(cut, cut[1:]):
+            self.sock.sendall(data[a:b])
+            until = time.monotonic() + (pause if b < len(data) else 0)
+            while not self.closed and time.monotonic() < until:
+                self.pump(until - time.monotonic(), hold=True)
+        if pieces > 1 and not self.closed:
+            self.flush()
+
+    def send_headers(self, st: H2Stream, end_stream: bool) -> None:
+        self.streams[st.sid] = st
+        self.c.send_headers(st.sid, st.headers, end_stream=end_stream)
+
+    def pump(self, timeout: float, hold: bool = False) -> None:
+        """One read (up to timeout) and its events; acknowledges DATA so that the windows stay open (the
+        WINDOW_UPDATEs and any other output are written now, or with the next flush when `hold`)."""
+        self.sock.settimeout(max(timeout, 0.001))
+        try:
+            data = self.sock.recv(1 << 18)
+        except socket.timeout:
+            return
+        except OSError as e:
+            self.ended = f"{type(e).__name__}: {e}"
+            return
+        finally:
+            if self.ended is None:
+                self.sock.settimeout(15)
+        if not data:
+            self.ended = "EOF from the gateway"
+            return
+        try:
+            events = self.c.receive_data(data)
+        except H2Error as e:
+            self.ended = f"python-h2 refused what the gateway sent: {type(e).__name__}: {e}"
+            return
+        now = time.monotonic()
+        for e in events:
+            st = self.streams.get(getattr(e, "stream_id", None) or 0)
+            if isinstance(e, h2ev.ResponseReceived) and st:
+                st.resp = list(e.headers)
+            elif isinstance(e, h2ev.DataReceived):
+                if st:
+                    st.data += e.data
+                self.c.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
+            elif isinstance(e, h2ev.StreamEnded) and st:
+                st.ended, st.t_done = True, now
+            elif isinstance(e, h2ev.StreamReset) and st:
+                st.reset, st.t_done = e.error_code, now
+            elif isinstance(e, h2ev.ConnectionTerminated):
+                # python-h2 drops the streams still open once a GOAWAY arrives: they count as unanswered.
+                self.ended = (f"GOAWAY {code_name(e.error_code)} last_stream_id={e.last_stream_id}"
+                              f"{' ' + repr(e.additional_data[:100]) if e.additional_data else ''}")
+        if hold:
+            return
+        try:
+            self.flush()
+        except OSError as e:
+            self.ended = self.ended or f"{type(e).__name__}: {e}"
+
+    def close(self, goaway: bool) -> None:
+        try:
+            if goaway and not self.closed:
+                self.c.close_connection()
+                self.flush()
+        except (OSError, H2Error):
+            pass
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def code_name(code) -> str:
+    try:
+        return f"{ErrorCodes(code).name} (0x{int(code):x})"
+    except ValueError:
+        return f"0x{int(code):x}"
+
+
+class H2Worker(Worker):
+    """One h2c connection at a time (replaced every few hundred streams, or when the gateway ends it); its requests
+    go out as streams in batches of 1..H2_STREAMS in flight together, and each batch is answered before the next.
+    One App Attest device per stream slot, used in turn, so that two assertions of one device are never in flight
+    together (the gateway must see a device's counters in order). Its "aborted" requests are streams it resets."""
+
+    def __init__(self, idx: int, port: int, devices: list[Device], tokens: list[str], expired: list[str],
+                 minter: Minter, budget: Budget):
+        super().__init__(idx, port, devices[0], tokens, expired, minter, budget)
+        self.devices = devices
+        self.aa_turn = 0
+        self.keepalive = True
+        self.h2 = True
+        self.hc: H2Conn | None = None
+        self.rst_tokens, self.rst_at = float(H2_RST_BURST), time.monotonic()
+
+    def close(self) -> None:
+        if self.hc is not None:
+            self.hc.close(goaway=self.n % 2 == 0)     # half with a GOAWAY first, half just closed
+            self.hc = None
+
+    def _hconn(self) -> H2Conn:
+        if self.hc is None:
+            self.hc = H2Conn(self.port, timeout=15)
+            self.conn_left = self.rng.randint(200, 2000)  # streams before the connection is replaced
+            self.stats.conns_opened += 1
+            self.stats.h2_conns_opened += 1
+        return self.hc
+
+    def _build(self, kind: str) -> tuple[str, str, list[tuple[str, str]]]:
+        if kind == "aa_valid" or (kind == "aa_replay" and not self.aa_accepted):
+            self.device = self.devices[self.aa_turn % len(self.devices)]
+            self.aa_turn += 1
+        return super()._build(kind)
+
+    def _wrong(self, st: H2Stream, wrong: str) -> None:
+        self.stats.unexpected_n += 1
+        if len(self.stats.unexpected) < 50:
+            self.stats.unexpected.append(f"{time.strftime('%H:%M:%S')} conn {self.idx} (h2 stream {st.sid}) "
+                                         f"{st.kind} {st.target}: {wrong}")
+
+    def batch(self, kinds: list[str]) -> None:
+        now = time.monotonic()
+        self.rst_tokens = min(H2_RST_BURST, self.rst_tokens + (now - self.rst_at) * H2_RST_PER_S)
+        self.rst_at = now
+        plan: list[tuple[str, str, list[tuple[str, str]], bool]] = []     # kind, target, fields, end_stream
+        for kind in kinds:
+            if kind == "abort" and self.rst_tokens < 1:
+                self.stats.fallbacks["h2_abort_throttled"] += 1       # never at the default rates
+                kind = "open"
+            if kind == "abort":
+                self.rst_tokens -= 1
+                self.n += 1
+                how = self.rng.choice(H2_ABORTS)
+                self.stats.fallbacks[f"abort_{how}"] += 1
+                target = f"/abort/{how.replace('_', '-')}/{self.idx}/{self.n}"
+                fields = [("content-length", "4096")] if how != "h2_rst_chunked" else []
+                plan.append((f"abort:{how}", target, fields, False))
+            else:
+                kind, target, headers = self._build(kind)
+                plan.append((kind, target, [(k.lower(), v) for k, v in headers], True))
+            self.stats.sent["abort" if kind == "abort" else plan[-1][0]] += 1
+            self.stats.h2_sent["abort" if kind == "abort" else plan[-1][0]] += 1
+        plan.sort(key=lambda p: (p[0] == "slow", p[0].startswith("abort:")))   # the slow ones last
+        self.stats.h2_batches[len(plan)] += 1
+        checked: list[H2Stream] = []
+        aborts: list[H2Stream] = []
+        c: H2Conn | None = None
+        try:
+            c = self._hconn()
+            for kind, target, fields, end in plan:
+                method = "POST" if kind.startswith("abort:") else "GET"
+                st = H2Stream(c.c.get_next_available_stream_id(), kind, target,
+                              [(":method", method), (":scheme", "http"), (":authority", "soak"), (":path", target),
+                               *fields])
+                (aborts if kind.startswith("abort:") else checked).append(st)
+                if kind == "slow":
+                    c.flush()
+                    st.t0 = time.monotonic()
+                    c.send_headers(st, end)
+                    c.flush(3, 0.2)                  # its HEADERS frame in three pieces 0.2 s apart
+                    continue
+                c.send_headers(st, end)
+                if kind != "abort:h2_rst_nobody" and not end:
+                    c.c.send_data(st.sid, b"x" * 100, end_stream=False)
+            c.flush()
+            deadline = time.monotonic() + 15
+            while not c.closed and any(not st.done for st in checked) and time.monotonic() < deadline:
+                c.pump(min(0.5, deadline - time.monotonic()))
+            if aborts and not c.closed:
+                until = time.monotonic() + self.rng.uniform(0.0, 0.02)   # let the gateway start on them (or not)
+                while not c.closed and time.monotonic() < until:
+                    c.pump(until - time.monotonic())
+                for st in aborts:
+                    if not (st.done or st.resp or c.closed):
+                        c.c.reset_stream(st.sid, ErrorCodes.CANCEL)
+                        self.stats.h2_resets += 1
+                c.flush()
+        except (OSError, H2Error) as e:
+            if c is not None:
+                c.ended = c.ended or f"{type(e).__name__}: {e}"
+            else:
+                for kind, target, _, _ in plan:
+                    self._wrong(H2Stream(0, kind, target, []), f"could not connect: {type(e).__name__}: {e}")
+                return
+        timed_out = False
+        for st in checked:
+            if st.ended and st.reset is None:
+                wrong = self._check(st.kind, st.target, st)
+            elif st.reset is not None:
+                wrong = f"stream reset by the gateway with {code_name(st.reset)} (status {st.status})"
+            elif c.closed:
+                wrong = f"no answer: the connection ended ({c.ended})"
+            else:
+                wrong, timed_out = f"no answer in 15 s (status {st.status}, {len(st.data)} body bytes)", True
+            if wrong is None:
+                self.stats.ok[st.kind] += 1
+                self.stats.latency["slow" if st.kind == "slow" else MIX[st.kind][4]].append(st.t_done - st.t0)
+                if MIX[st.kind][4] == "accepted" and st.kind != "slow":
+                    self.stats.latency["h2_accepted"].append(st.t_done - st.t0)
+                if st.kind == "lu_first":
+                    self.lu_accepted.append(dict(st.headers)["x-firebase-appcheck"])
+                elif st.kind == "aa_valid":
+                    self.aa_accepted.append({k: v for k, v in st.headers if not k.startswith(":")})
+            else:
+                self._wrong(st, wrong)
+        for st in aborts:
+            if st.resp is not None or st.done:
+                self._wrong(st, f"answered before the client reset it: status {st.status}, reset "
+                                f"{code_name(st.reset) if st.reset is not None else None}, {bytes(st.data[:120])!r}")
+            elif c.closed:
+                self._wrong(st, f"the connection ended before the client reset the stream ({c.ended})")
+            else:
+                self.stats.ok["abort"] += 1
+        c.streams.clear()
+        self.conn_left -= len(plan)
+        if c.closed:
+            self.stats.reconnects += 1
+            self.close()
+        elif timed_out or self.conn_left <= 0:
+            self.close()
+
+    def run(self, deadline: float, stop: threading.Event) -> None:
+        interval = LANES / RATE
+        nxt = time.monotonic() + self.rng.random() * interval
+        try:
+            while not stop.is_set():
+                now = time.monotonic()
+                if now >= deadline:
+                    break
+                if nxt > now:
+                    stop.wait(min(nxt - now, deadline - now))
+                    continue
+                want = self.rng.randint(1, H2_STREAMS)
+                kinds = []
+                while len(kinds) < want and self.budget.take():
+                    kinds.append(self.rng.choices(KINDS, WEIGHTS)[0])
+                if not kinds:
+                    break
+                nxt += interval * len(kinds) * (0.5 + self.rng.random())     # jittered, mean = interval each
+                if nxt < now - 1.0:
+                    nxt = now
+                try:
+                    self.batch(kinds)
+                except Exception as e:  # noqa: BLE001 — a driver bug must fail the soak, not thin out the load
+                    self.close()
+                    self.stats.unexpected_n += 1
+                    if len(self.stats.unexpected) < 50:
+                        self.stats.unexpected.append(f"conn {self.idx} h2 batch {kinds}: driver error "
+                                                     f"{type(e).__name__}: {e}")
+                if len(kinds) < want:
+                    break                                              # the budget ran out
+        finally:
+            self.close()
+
+
+def h2_get(port: int, target: str, fields: list[tuple[str, str]]) -> H2Stream:
+    """One GET on a connection of its own (the check after the load)."""
+    c = H2Conn(port, timeout=10)
+    try:
+        st = H2Stream(c.c.get_next_available_stream_id(), "final", target,
+                      [(":method", "GET"), (":scheme", "http"), (":authority", "soak"), (":path", target), *fields])
+        c.send_headers(st, True)
+        c.flush()
+        deadline = time.monotonic() + 10
+        while not st.done and not c.closed and time.monotonic() < deadline:
+            c.pump(0.5)
+        return st
+    finally:
+        c.close(goaway=True)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -643,7 +1008,7 @@ def main() -> int:
         fresh = {"url": echo.url, "connect_timeout": "2s", "response_timeout": "30s", "max_idle_connections": 64}
         cfg = {
             "version": 1,
-            "listeners": [{"address": f"127.0.0.1:{port}"}],
+            "listeners": [{"address": f"127.0.0.1:{port}", **({"http2": True} if H2_CONNECTIONS else {})}],
             "admin": {"address": f"127.0.0.1:{admin}"},
             "limits": {"header_timeout": "5s", "idle_timeout": "60s", "max_connections": 1024},
             "state": state,
@@ -686,27 +1051,46 @@ def main() -> int:
         minter = Minter(issuer, 2000)
         minter.start()
 
-        # App Attest: one simulated device per connection, registered, with enough assertions for its share.
+        # App Attest: one simulated device per HTTP/1.1 connection and H2_STREAMS per h2 connection (one per stream
+        # slot), registered (over HTTP/1.1), with enough assertions for its share.
         aa_share = (MIX["aa_valid"][0] + MIX["aa_replay"][0]) / sum(WEIGHTS)
-        per_device = min(MAX_REQUESTS, int(RATE * aa_share * SECONDS / CONNECTIONS * 1.5) + 200)
+        per_lane = RATE * aa_share * SECONDS / LANES
+        per_device = min(MAX_REQUESTS, int(per_lane * 1.5) + 200)
+        per_h2_device = min(MAX_REQUESTS, int(per_lane / H2_STREAMS * 1.5) + 200)
         ts = int(time.time())
         devices = []
+        h2_devices: list[list[Device]] = []
         t_gen = time.monotonic()
         for i in range(CONNECTIONS):
             d = Device(OUT / "devices" / f"dev-{i}", ca)
             d.register(port)
             d.generate(per_device, ts)
             devices.append(d)
-        log(f"{CONNECTIONS} App Attest devices registered, {per_device} assertions each "
-            f"({time.monotonic() - t_gen:.1f} s); 200 App Check tokens, 20 expired; minter started")
-        setup_counts = {"registrations": CONNECTIONS}
+        for j in range(H2_CONNECTIONS):
+            h2_devices.append([])
+            for k in range(H2_STREAMS):
+                d = Device(OUT / "devices" / f"dev-h2-{j}-{k}", ca)
+                d.register(port)
+                d.generate(per_h2_device, ts)
+                h2_devices[-1].append(d)
+        n_devices = CONNECTIONS + H2_CONNECTIONS * H2_STREAMS
+        log(f"{n_devices} App Attest devices registered, {per_device} assertions each"
+            + (f" ({per_h2_device} for the {H2_CONNECTIONS * H2_STREAMS} of the h2 connections)"
+               if H2_CONNECTIONS else "")
+            + f" ({time.monotonic() - t_gen:.1f} s); 200 App Check tokens, 20 expired; minter started")
+        setup_counts = {"registrations": n_devices}
 
+        if IDLE < 31:
+            notes.append(f"SOAK_IDLE_SECONDS={IDLE} is below the gateway's 30 s upstream idle timeout: pooled upstream "
+                         "connections may still be open at the checkpoints, and the FD rule counts them")
         budget = Budget(MAX_REQUESTS)
         t0 = time.monotonic()
         sampler = Sampler(gw.proc.pid, OUT / "samples.csv", budget, t0)
         s_start = sampler.sample("start")
         sampler.start()
         workers = [Worker(i, port, devices[i], tokens, expired, minter, budget) for i in range(CONNECTIONS)]
+        workers += [H2Worker(CONNECTIONS + j, port, h2_devices[j], tokens, expired, minter, budget)
+                    for j in range(H2_CONNECTIONS)]
         sampler.progress = lambda: f"{sum(w.stats.unexpected_n for w in workers)} unexpected"
         stop = threading.Event()
 
@@ -735,8 +1119,9 @@ def main() -> int:
                 failures.append(f"{name}: attest_gateway_active_connections = {row['active_connections']} with no client")
             return row
 
-        log(f"warm-up: {WARMUP} s of load at {RATE:g} req/s on {CONNECTIONS} connections "
-            f"({(CONNECTIONS + 1) // 2} keep-alive, {CONNECTIONS // 2} one request per connection)")
+        log(f"warm-up: {WARMUP} s of load at {RATE:g} req/s on {LANES} connections "
+            f"({(CONNECTIONS + 1) // 2} keep-alive, {CONNECTIONS // 2} one request per connection, "
+            f"{H2_CONNECTIONS} h2c with up to {H2_STREAMS} streams in flight)")
         load(WARMUP, "warmup")
         log(f"warm-up done ({budget.used} requests); idle {IDLE} s, then the baseline checkpoint")
         base = checkpoint("baseline")
@@ -758,6 +1143,12 @@ def main() -> int:
                                 "Connection: close\r\n\r\n".encode(), timeout=10)
         if last is None or last.status != 200:
             failures.append(f"a valid request after the soak answered {last.status if last else 'nothing'}")
+        last_h2 = None
+        if H2_CONNECTIONS:
+            last_h2 = h2_get(port, "/ac/final-h2", [("x-firebase-appcheck", tokens[0])])
+            if last_h2.status != 200 or not last_h2.ended:
+                failures.append(f"a valid h2 request after the soak answered {last_h2.status} "
+                                f"(ended {last_h2.ended}, reset {last_h2.reset})")
         _, mtext = http_admin(admin, "/metrics")
         (OUT / "metrics.txt").write_text(mtext)
         metrics = parse_metrics(mtext)
@@ -782,8 +1173,11 @@ def main() -> int:
             total.merge(w.stats)
         total.by_route_status[("ac", 200)] += 1          # the final request
         total.by_reason[("ac", 200, None)] += 1
-        total.by_route_status[("-", 200)] += CONNECTIONS  # the registrations: POST …/challenge, POST …/attest
-        total.by_route_status[("-", 201)] += CONNECTIONS
+        if last_h2 is not None and last_h2.status is not None:   # and the final h2 one
+            total.by_route_status[("ac", last_h2.status)] += 1
+            total.by_reason[("ac", last_h2.status, None)] += 1
+        total.by_route_status[("-", 200)] += n_devices    # the registrations: POST …/challenge, POST …/attest
+        total.by_route_status[("-", 201)] += n_devices
         if total.unexpected_n:
             failures.append(f"{total.unexpected_n} unexpected answers (first ones below)")
         classes = collections.Counter()
@@ -806,11 +1200,16 @@ def main() -> int:
             if replays.get(verifier, 0) != total.ok[kind]:
                 mismatches.append(f"replays_rejected_total{{verifier={verifier}}} = {replays.get(verifier, 0)}, "
                                   f"client saw {total.ok[kind]} {kind}")
+        h2_closed = {l.get("reason"): int(v) for l, v in metrics.get("attest_gateway_h2_connections_closed_total", [])}
+        if any(h2_closed.values()):
+            failures.append(f"the gateway ended h2 connections for abuse or a protocol error: {h2_closed}")
         if mismatches:
             failures.append("/metrics disagrees with the client: " + "; ".join(mismatches[:8]))
 
         # ---- access log vs the client (lines per route, status, reason)
         logc = collections.Counter()
+        log_h2 = collections.Counter()     # lines of the h2 connections' requests: /ac/<idx>/…, idx >= CONNECTIONS
+        h2_abort_lines = collections.Counter()
         with open(gw.stdout_path, "rb") as f:
             for line in f:
                 if not line.startswith(b"{"):
@@ -819,7 +1218,14 @@ def main() -> int:
                     o = json.loads(line)
                 except ValueError:
                     continue
-                logc[(o.get("route"), o.get("status"), o.get("reason"))] += 1
+                key = (o.get("route"), o.get("status"), o.get("reason"))
+                logc[key] += 1
+                path = o.get("path") or ""
+                m = re.match(r"/(ac|lu|open)/(\d+)/", path)
+                if m and int(m.group(2)) >= CONNECTIONS:
+                    log_h2[key] += 1
+                elif key[0] == "abort" and path.startswith("/abort/h2-rst-"):
+                    h2_abort_lines[key[1]] += 1
         log_mism = []
         for key in sorted(set(logc) | set(total.by_reason), key=str):
             if key[0] in ("abort", None):
@@ -828,6 +1234,9 @@ def main() -> int:
                 continue
             if logc[key] != total.by_reason[key]:
                 log_mism.append(f"{key}: log {logc[key]}, client {total.by_reason[key]}")
+        for key in sorted(set(log_h2) | set(total.h2_by_reason), key=str):
+            if log_h2[key] != total.h2_by_reason[key]:
+                log_mism.append(f"h2 {key}: log {log_h2[key]}, client {total.h2_by_reason[key]}")
         if log_mism:
             failures.append("access log disagrees with the client: " + "; ".join(log_mism[:8]))
         abort_lines = collections.Counter()
@@ -840,12 +1249,20 @@ def main() -> int:
         fb = total.fallbacks
         heads_fin = fb["abort_no_read"] + fb["abort_short_body"]
         heads_rst = fb["abort_no_read_rst"] + fb["abort_short_body_rst"]
+        # An h2 stream the client reset has had its whole head read first (HEADERS comes before RST_STREAM on the
+        # connection): logged once, 499.
         abort_metric = sum(v for (r, _), v in req_metric.items() if r == "abort")
         n_abort_log = sum(abort_lines.values())
-        if n_abort_log != abort_metric or not heads_fin <= n_abort_log <= heads_fin + heads_rst:
-            log_mism.append(f"/abort/: {n_abort_log} log lines, {abort_metric} in /metrics, for {heads_fin} whole "
-                            f"heads then close and {heads_rst} whole heads then reset")
+        n_h2_abort_log = sum(h2_abort_lines.values())
+        n_h1_abort_log = n_abort_log - n_h2_abort_log
+        if n_abort_log != abort_metric or not heads_fin <= n_h1_abort_log <= heads_fin + heads_rst:
+            log_mism.append(f"/abort/: {n_abort_log} log lines ({n_h1_abort_log} HTTP/1.1), {abort_metric} in "
+                            f"/metrics, for {heads_fin} whole heads then close and {heads_rst} whole heads then reset")
             failures.append("aborted requests: " + log_mism[-1])
+        if n_h2_abort_log != total.h2_resets or set(h2_abort_lines) - {499}:
+            log_mism.append(f"/abort/ over h2: log lines by status {dict(h2_abort_lines)} for {total.h2_resets} "
+                            f"streams reset by the client (wanted one 499 each)")
+            failures.append("aborted h2 streams: " + log_mism[-1])
 
         # ---- the leak rule
         load_rows = [r for r in sampler.rows if r["phase"] == "load"]
@@ -869,7 +1286,9 @@ def main() -> int:
         P("=" * 100)
         P(f"attest-gateway soak: {SECONDS} s of load ({WARMUP} s warm-up + {measured_s} s measured), "
           f"{IDLE} s idle before each checkpoint; wall {dur / 60:.1f} min")
-        P(f"  {RATE:g} req/s target on {CONNECTIONS} connections (keep-alive and one-request), gateway --workers "
+        P(f"  {RATE:g} req/s target on {CONNECTIONS} HTTP/1.1 connections (keep-alive and one-request)"
+          + (f" and {H2_CONNECTIONS} h2c (up to {H2_STREAMS} streams in flight)" if H2_CONNECTIONS else "")
+          + f", gateway --workers "
           f"{GW_WORKERS}, state {STATE}, verified_token_cache_size {TOKEN_CACHE}, binary {GATEWAY_BIN}")
         P(f"  machine: {os.cpu_count()} CPUs, load average at the end {os.getloadavg()[0]:.2f} "
           f"(max sampled {max(r['loadavg1'] for r in all_rows):.2f}); output {OUT}")
@@ -909,6 +1328,17 @@ def main() -> int:
             detail = ", ".join(f"{k} {total.sent[k]}" for k in kinds)
             lat_s = f"; p50 {pct(lat, 50) * 1000:.1f} ms p99 {pct(lat, 99) * 1000:.1f} ms" if lat else ""
             P(f"    {cls:<9}{classes[cls]:>9}  ({detail}{lat_s})")
+        if H2_CONNECTIONS:
+            h2_lat = total.latency.get("h2_accepted", [])
+            n_batches = sum(total.h2_batches.values())
+            P(f"    over h2c: {sum(total.h2_sent.values())} streams on {total.h2_conns_opened} connections opened "
+              f"({', '.join(f'{k} {total.h2_sent[k]}' for k in KINDS if total.h2_sent[k])}); {n_batches} batches, "
+              f"{sum(k * n for k, n in total.h2_batches.items()) / max(1, n_batches):.1f} streams in flight on "
+              f"average, {total.h2_batches[H2_STREAMS]} with {H2_STREAMS}; "
+              f"accepted p50 {pct(h2_lat, 50) * 1000:.1f} ms "
+              f"p99 {pct(h2_lat, 99) * 1000:.1f} ms; "
+              f"{total.h2_resets} RST_STREAM CANCEL sent; "
+              f"access log lines of the aborted ones by status {dict(h2_abort_lines)}")
         P(f"    fallbacks/variants: {dict(total.fallbacks)}; limited-use tokens minted {minter.minted} "
           f"(issuer errors {minter.errors}); setup: {setup_counts}")
         P(f"  CPU seconds over the whole run: gateway {end['cpu_s']:.1f}, " + ", ".join(
@@ -916,6 +1346,8 @@ def main() -> int:
         P(f"  /metrics requests_total by route: " + ", ".join(
             f"{r}: {sum(v for (rr, _), v in req_metric.items() if rr == r)}" for r in ("ac", "lu", "aa", "open", "abort", "-")))
         P(f"  /metrics replays_rejected_total: {replays}; access log lines on /abort/ by status: {dict(abort_lines)}")
+        if H2_CONNECTIONS:
+            P(f"  /metrics h2_connections_closed_total: {h2_closed}")
         P(f"  /metrics and access log vs client counts: "
           f"{'agree' if not mismatches and not log_mism else 'DISAGREE'}")
         for n in notes:
