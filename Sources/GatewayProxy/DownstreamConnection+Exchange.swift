@@ -74,7 +74,7 @@ extension DownstreamConnection {
                         continue
                     }
                     if let up = exchange.upstream {
-                        if exchange.requestChunked { up.outBuf.append("0\r\n\r\n" as StaticString) }
+                        if exchange.requestChunked { up.outBuf.appendLastChunk() }
                         up.flush()
                     }
                     if pendingOutput == 0 { deadline = 0 }
@@ -284,13 +284,8 @@ extension DownstreamConnection {
             // The body was read to verify it: send it now, in the framing the upstream was told.
             exchange.heldBody = nil
             if exchange.requestChunked {
-                if !held.bytes.isEmpty {
-                    up.outBuf.appendHex(held.bytes.count)
-                    up.outBuf.append("\r\n" as StaticString)
-                    held.bytes.withUnsafeBytes { up.outBuf.append($0) }
-                    up.outBuf.append("\r\n" as StaticString)
-                }
-                up.outBuf.append("0\r\n\r\n" as StaticString)
+                held.bytes.withUnsafeBytes { up.outBuf.appendChunk($0) }
+                up.outBuf.appendLastChunk()
             } else {
                 held.bytes.withUnsafeBytes { up.outBuf.append($0) }
             }
@@ -334,10 +329,7 @@ extension DownstreamConnection {
         }
         guard let up = exchange.upstream else { return }
         if exchange.requestChunked {
-            up.outBuf.appendHex(bytes.count)
-            up.outBuf.append("\r\n" as StaticString)
-            up.outBuf.append(bytes)
-            up.outBuf.append("\r\n" as StaticString)
+            up.outBuf.appendChunk(bytes)
         } else {
             up.outBuf.append(bytes)
         }
@@ -409,10 +401,7 @@ extension DownstreamConnection {
     /// Relays response-body bytes; returns true when the upstream should pause (the client is slow).
     func upstreamResponseBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
         if exchange.chunkToClient {
-            outBuf.appendHex(bytes.count)
-            outBuf.append("\r\n" as StaticString)
-            outBuf.append(bytes)
-            outBuf.append("\r\n" as StaticString)
+            outBuf.appendChunk(bytes)
         } else {
             outBuf.append(bytes)
         }
@@ -425,7 +414,7 @@ extension DownstreamConnection {
     }
 
     func upstreamResponseEnd(from up: UpstreamConnection, reusable: Bool) {
-        if exchange.chunkToClient { outBuf.append("0\r\n\r\n" as StaticString) }
+        if exchange.chunkToClient { outBuf.appendLastChunk() }
         exchange.upstream = nil
         if !exchange.requestDone { exchange.closeAfter = true }   // the rest of the body is still on the wire
         up.pool.release(up, reusable: reusable && exchange.requestDone)

@@ -123,7 +123,7 @@ final class H2Mux: H2SessionDelegate {
         let c = DownstreamConnection(stream: s, of: owner)
         s.connection = c
         streams[id] = s
-        s.writeRequestHead(head, endStream: endStream, into: c.inBuf, limits: worker.runtime.requestLimits)
+        s.writeRequestHead(head, endStream: endStream, into: c.inBuf)
         c.startStream()
     }
 
@@ -196,7 +196,7 @@ final class H2Stream {
     /// The request line and fields. A body without content-length is sent on as chunked; Host comes from
     /// :authority; cookies are joined (RFC 9113 8.2.3); expect and te are not HTTP/1.1 business here. The result
     /// goes through the HTTP/1.1 parser like any client's head (limits, smuggling checks).
-    func writeRequestHead(_ head: H2RequestHead, endStream: Bool, into out: ByteBuffer, limits: HTTP1Limits) {
+    func writeRequestHead(_ head: H2RequestHead, endStream: Bool, into out: ByteBuffer) {
         parser.expectResponse(toHEAD: head.equals(head.method, "HEAD"))
         let hasAuthority = !head.authority.isEmpty
         var hasLength = false
@@ -250,10 +250,7 @@ final class H2Stream {
         guard !bytes.isEmpty else { return }
         unacknowledged += bytes.count
         if chunked {
-            out.appendHex(bytes.count)
-            out.append("\r\n" as StaticString)
-            out.append(bytes)
-            out.append("\r\n" as StaticString)
+            out.appendChunk(bytes)
         } else {
             out.append(bytes)
         }
@@ -262,7 +259,7 @@ final class H2Stream {
     func requestEnd(into out: ByteBuffer) {
         guard !requestEnded else { return }
         requestEnded = true
-        if chunked { out.append("0\r\n\r\n" as StaticString) }
+        if chunked { out.appendLastChunk() }
     }
 
     /// After the connection read its input: the body bytes it took on open the client's window again.

@@ -285,6 +285,22 @@ enum HeaderFilter {
     }
 }
 
+/// HTTP/1.1 chunked framing (RFC 9112 7.1), written where a body is re-framed: to upstreams, to clients, and for an
+/// HTTP/2 stream's body read as HTTP/1.1.
+extension ByteBuffer {
+    /// One chunk holding `bytes` (nothing for an empty piece: an empty chunk would end the body).
+    @inline(__always) func appendChunk(_ bytes: UnsafeRawBufferPointer) {
+        guard !bytes.isEmpty else { return }
+        appendHex(bytes.count)
+        append("\r\n" as StaticString)
+        append(bytes)
+        append("\r\n" as StaticString)
+    }
+
+    /// The last chunk, no trailers.
+    @inline(__always) func appendLastChunk() { append("0\r\n\r\n" as StaticString) }
+}
+
 #if canImport(Glibc)
 import Glibc
 #endif

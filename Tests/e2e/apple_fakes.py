@@ -45,6 +45,17 @@ def make_p8(path: Path) -> Path:
     return path
 
 
+def serve_https(handler, tls: SimpleTLS) -> ThreadingHTTPServer:
+    """A threaded HTTPS server for `handler` (a BaseHTTPRequestHandler class) on 127.0.0.1, an ephemeral port, serving
+    `tls`'s certificate, running on a daemon thread. Stop it with shutdown() and server_close()."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(tls.cert), str(tls.key))
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
 class _TLSServer:
     """A threaded HTTPS server on 127.0.0.1 whose POSTs go to `handle(path, authorization, body) -> (status, reply)`
     (`reply` bytes, or a JSON-serialisable value)."""
@@ -63,12 +74,8 @@ class _TLSServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(str(tls.cert), str(tls.key))
-        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.server = serve_https(Handler, tls)
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     @property
     def url(self) -> str:
@@ -123,7 +130,26 @@ class AppleJWT:
         return None
 
 
-class FakeDeviceCheck:
+class _AppleStandIn:
+    """What the stand-ins for Apple's servers share: the ES256 token check, the calls seen, an HTTPS server whose
+    POSTs go to the subclass's `handle`."""
+
+    def __init__(self, tls: SimpleTLS, key_id: str, team_id: str, public_key_pem: bytes):
+        self.jwt = AppleJWT(key_id, team_id, public_key_pem)
+        self.lock = threading.Lock()
+        self.calls: list[dict] = []
+        self.http = _TLSServer(tls, self.handle)
+        self.port = self.http.port
+
+    @property
+    def url(self) -> str:
+        return self.http.url
+
+    def kill(self) -> None:
+        self.http.kill()
+
+
+class FakeDeviceCheck(_AppleStandIn):
     """Apple's DeviceCheck API: `/v1/validate_device_token`, `/v1/query_two_bits`, `/v1/update_two_bits`.
 
     The device token decides the answer: `ok…` 200, `bad…` 400 (device token), `limit…` 429, `down…` 500,
@@ -131,18 +157,10 @@ class FakeDeviceCheck:
 
     def __init__(self, tls: SimpleTLS, key_id: str, team_id: str, public_key_pem: bytes, slow_seconds: float = 2.0):
         self.slow_seconds = slow_seconds
-        self.jwt = AppleJWT(key_id, team_id, public_key_pem)
-        self.lock = threading.Lock()
-        self.calls: list[dict] = []
         self.bits: dict[str, dict] = {}
         self.flaky_seen: set[str] = set()
         self.auth_problems: list[str] = []
-        self.http = _TLSServer(tls, self.handle)
-        self.port = self.http.port
-
-    @property
-    def url(self) -> str:
-        return self.http.url
+        super().__init__(tls, key_id, team_id, public_key_pem)
 
     def handle(self, path: str, authorization: str, body: bytes):
         problem = self.jwt.check(authorization)
@@ -191,11 +209,9 @@ class FakeDeviceCheck:
         with self.lock:
             return sum(1 for c in self.calls if c["path"] == path and c["token"] == token)
 
-    def kill(self) -> None:
-        self.http.kill()
 
 
-class FakeAppAttestData:
+class FakeAppAttestData(_AppleStandIn):
     """Apple's App Attest data server: `POST /v1/attestationData` with a receipt (standard base64 body) and
     `Authorization: <ES256 JWT>` (no "Bearer"). `mode` decides the answer: ("200", metric) returns a new RECEIPT
     receipt for the same key minted by `attest-gateway dev appattest receipt` (signed by the test CA's receipt
@@ -203,18 +219,10 @@ class FakeAppAttestData:
 
     def __init__(self, tls: SimpleTLS, key_id: str, team_id: str, public_key_pem: bytes, binary: str, ca_dir: Path,
                  workdir: Path):
-        self.jwt = AppleJWT(key_id, team_id, public_key_pem)
         self.binary, self.ca_dir, self.workdir = binary, ca_dir, workdir
         workdir.mkdir(parents=True, exist_ok=True)
-        self.lock = threading.Lock()
         self.mode: tuple = ("200", 3)
-        self.calls: list[dict] = []
-        self.http = _TLSServer(tls, self.handle)
-        self.port = self.http.port
-
-    @property
-    def url(self) -> str:
-        return self.http.url
+        super().__init__(tls, key_id, team_id, public_key_pem)
 
     def handle(self, path: str, authorization: str, body: bytes):
         problem = "Bearer in Authorization" if authorization.startswith("Bearer ") else \
@@ -244,5 +252,3 @@ class FakeAppAttestData:
         with self.lock:
             return len(self.calls)
 
-    def kill(self) -> None:
-        self.http.kill()

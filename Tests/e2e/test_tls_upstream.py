@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import ssl
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 import upstreams as U
-from apple_fakes import make_tls
+from apple_fakes import make_tls, serve_https
 from harness import free_port, gateway_config, run_cli
 
 
@@ -46,12 +44,8 @@ class HTTPSEcho:
             do_GET = _echo
             do_POST = _echo
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(str(tls.cert), str(tls.key))
-        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.server = serve_https(Handler, tls)
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def kill(self):
         self.server.shutdown()
