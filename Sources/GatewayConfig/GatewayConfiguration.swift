@@ -1,3 +1,5 @@
+import GatewayCore
+
 /// The typed, validated form of `gateway.yml` (contract: docs/configuration.md). Built once by
 /// `ConfigLoader`; every value here has passed validation, and defaults are filled in.
 public struct GatewayConfiguration: Sendable, Equatable {
@@ -14,6 +16,8 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var routes: [RouteConfig]
     /// Extension: the forward-auth endpoint (nginx `auth_request`, Traefik `forwardAuth`, Envoy `ext_authz`).
     public var forwardAuth: ForwardAuthConfig? = nil
+    /// `paths:` — how request targets are made canonical before routing (CONFIG.md Additions).
+    public var paths = PathsConfig()
 
     public init(version: Int, listeners: [ListenerConfig], admin: AdminConfig?, limits: LimitsConfig,
                 state: StateConfig, upstreams: [UpstreamConfig], verifiers: [VerifierConfig], routes: [RouteConfig]) {
@@ -51,6 +55,8 @@ public struct ListenerConfig: Sendable, Equatable {
     public var address: SocketAddressConfig
     public var http2: Bool
     public var tls: TLSConfig?
+    /// `trusted_proxies`: peers whose forwarding headers are kept and appended to (empty: none, the default).
+    public var trustedProxies: [CIDRBlock] = []
     public init(name: String, address: SocketAddressConfig, http2: Bool = false, tls: TLSConfig? = nil) {
         self.name = name; self.address = address; self.http2 = http2; self.tls = tls
     }
@@ -73,6 +79,9 @@ public struct LimitsConfig: Sendable, Equatable {
     public var drainTimeoutMillis: Int = 30_000
     /// Extension: SETTINGS_MAX_CONCURRENT_STREAMS of HTTP/2 connections (default 100, like Envoy's and nginx's order).
     public var http2MaxConcurrentStreams: Int = 100
+    /// Process-wide bytes held in memory for body-bound verification (App Attest, registration bodies); a request
+    /// that would exceed it gets 503 `overloaded`.
+    public var maxHeldBodyBytes: Int = 64 * 1024 * 1024
     public init() {}
 }
 
@@ -174,6 +183,8 @@ public struct DeviceCheckVerifierConfig: Sendable, Equatable {
     public var timeoutMillis: Int = 3_000
     public var header: String = "X-Apple-DeviceCheck"
     public var subjectBinding: SubjectBindingConfig?
+    /// `limited_use` routes: how long a consumed device token's hash is kept (default 24h).
+    public var replayWindowMillis: Int = 24 * 3_600_000
     public init(teamID: String, keyID: String, privateKey: String) {
         self.teamID = teamID; self.keyID = keyID; self.privateKey = privateKey
     }
@@ -232,5 +243,36 @@ public struct ForwardAuthConfig: Sendable, Equatable {
     /// Absolute path; `{path}` takes the original request from headers, `{path}/<original path>` (Envoy) from the
     /// rest of the target.
     public var path: String
+    /// Where the original method, URI and host come from (`source`, default auto).
+    public var source: ForwardAuthSource = .auto
     public init(path: String) { self.path = path }
+}
+
+/// `forward_auth.source`: the one proxy whose headers say what the original request was.
+public enum ForwardAuthSource: String, Sendable, Equatable {
+    /// The one source whose URI header the call carries (two sources' URI headers: refused).
+    case auto
+    /// nginx `auth_request`: `X-Original-URI`, `X-Original-Method`, `X-Original-Host`.
+    case nginx
+    /// Traefik `forwardAuth`: `X-Forwarded-Uri`, `X-Forwarded-Method`, `X-Forwarded-Host`, `X-Forwarded-Proto`.
+    case traefik
+    /// Envoy `ext_authz` (HTTP service): the original path appended to `path`, the call's method and Host.
+    case envoy
+}
+
+/// `paths:` — request-target canonicalisation (CONFIG.md Additions). The defaults are the safe choice.
+public struct PathsConfig: Sendable, Equatable {
+    public enum Action: String, Sendable, Equatable {
+        /// 400 `ambiguous_path`.
+        case reject
+        /// Left as sent (an escaped slash stays encoded and is never decoded).
+        case keep
+    }
+    /// `merge_slashes`: "//a///b" → "/a/b".
+    public var mergeSlashes = true
+    /// `escaped_slashes`: `%2F` / `%5C` in the path.
+    public var escapedSlashes = Action.reject
+    /// `path_parameters`: `;` in a path segment.
+    public var pathParameters = Action.reject
+    public init() {}
 }

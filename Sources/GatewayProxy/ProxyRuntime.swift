@@ -44,6 +44,8 @@ public struct ProxyRuntime: Sendable {
     let registration: RegistrationEndpoints
     /// `forward_auth.path`, if configured.
     let forwardAuthPath: [UInt8]?
+    /// `paths:` — how request targets are made canonical before routing (also forward-auth's original URI).
+    let pathOptions: RequestTargetCanonicalizer.Options
     /// The fraud-metric refreshers of App Attest verifiers with `fraud_metric`, by verifier name.
     let fraudMetrics: [String: FraudMetricRefresher]
     public let upstreams: [UpstreamTarget]
@@ -87,6 +89,9 @@ public struct ProxyRuntime: Sendable {
         routes = RouteTable(config: config, verifiers: verifiers.byName)
         registration = RegistrationEndpoints(verifiers.appAttest.values.sorted { $0.name < $1.name })
         forwardAuthPath = config.forwardAuth.map { Array($0.path.utf8) }
+        pathOptions = RequestTargetCanonicalizer.Options(
+            mergeSlashes: config.paths.mergeSlashes, keepEscapedSlashes: config.paths.escapedSlashes == .keep,
+            keepPathParameters: config.paths.pathParameters == .keep)
         // The state store is opened when something needs it: limited use, App Attest (challenges, keys, counters),
         // DeviceCheck's subject binding.
         // A reload keeps the open one (requests in flight may be waiting on it).
