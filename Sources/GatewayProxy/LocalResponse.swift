@@ -26,6 +26,23 @@ struct LocalResponse {
         .init(status: 400, reasonPhrase: "Bad Request", error: "bad_request", reason: "forward_auth_target_missing")
     }
 
+    /// A request-target servers would read differently (encoded slash, path parameter, `..` above the root, …):
+    /// refused rather than routed one way and served another (CONFIG.md `paths`).
+    static func ambiguousPath() -> LocalResponse {
+        .init(status: 400, reasonPhrase: "Bad Request", error: "bad_request", reason: "ambiguous_path")
+    }
+
+    /// A forward-auth call whose original request cannot be trusted: headers of two sources, another source's
+    /// headers than the configured one, or no original host while a route matches on host.
+    static func untrustedForwarding() -> LocalResponse {
+        .init(status: 400, reasonPhrase: "Bad Request", error: "bad_request", reason: "untrusted_forwarding")
+    }
+
+    /// More body bytes held for verification than `limits.max_held_body_bytes` allows, process-wide.
+    static func overloaded() -> LocalResponse {
+        .init(status: 503, reasonPhrase: "Service Unavailable", error: "unavailable", reason: "overloaded")
+    }
+
     static func methodNotAllowed(allow: StaticString) -> LocalResponse {
         var r = LocalResponse(status: 405, reasonPhrase: "Method Not Allowed", error: "method_not_allowed", reason: nil)
         r.extraHeaders = "Allow: \(allow)\r\n"
