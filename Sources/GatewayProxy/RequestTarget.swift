@@ -15,6 +15,8 @@ struct RequestTarget {
                         options: RequestTargetCanonicalizer.Options) -> RequestTarget? {
         let full = UnsafeRawBufferPointer(rebasing: raw[head.target])
         var resolved = RequestTarget()
+        // authority-form (CONNECT) names no path: no route matches it (404), nothing to make canonical.
+        if head.methodIs("CONNECT") { return resolved }
         if full.count > 0 && full[0] != UInt8(ascii: "/") && full[0] != UInt8(ascii: "*") {
             guard let authority = absoluteFormAuthority(full) else { return nil }
             resolved.authority = (head.target.lowerBound + authority.lowerBound)..<(head.target.lowerBound + authority.upperBound)

@@ -310,7 +310,9 @@ extension RouteVerification {
     /// The `WWW-Authenticate` schemes of a rejection: the verifier that failed, or every verifier for a missing token.
     func schemes(for decision: VerificationDecision) -> [StaticString] {
         if let i = decision.verifierIndex { return [verifiers[i].scheme] }
-        return verifiers.map(\.scheme)
+        var schemes: [StaticString] = []
+        for v in verifiers where !schemes.contains(where: { $0.description == v.scheme.description }) { schemes.append(v.scheme) }
+        return schemes
     }
 
     /// The `X-Attest-*` fields for the upstream (appended after the client's fields, which never carry any).
