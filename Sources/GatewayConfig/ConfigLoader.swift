@@ -4,8 +4,9 @@ import Foundation
 ///
 /// Decoding is split by section (`ConfigLoader+Listeners.swift`, `+Upstreams`, `+Verifiers`, `+Routes`,
 /// `+State`); each section reports into one `ConfigContext` and carries on, so all errors come out at once.
-/// The loader only reads the configuration file itself: files it names (certificates, keys) are resolved but
-/// not opened, so `check-config` works on another machine.
+/// The loader only reads the configuration file itself: files it names (certificates, keys) are resolved but not
+/// opened here. `check-config` reads them afterwards with GatewayProxy's `ConfigFileCheck` — the code `serve` reads
+/// them with — and reports a bad one at its key through `LoadedConfiguration.error(at:_:)`.
 public enum ConfigLoader {
     static let topLevelKeys = ["version", "listeners", "admin", "limits", "state", "upstreams", "verifiers", "routes",
                                "forward_auth", "paths"]
