@@ -38,7 +38,7 @@ let package = Package(
 
         // Layer 2: parsers and configuration (no I/O).
         .target(name: "HTTP1", dependencies: ["GatewayCore"], swiftSettings: hotPath),
-        .target(name: "GatewayConfig", dependencies: ["CYAML", "GatewayCore"]),
+        .target(name: "GatewayConfig", dependencies: ["CYAML", "GatewayCore", "HTTP1"]),
         .target(name: "GatewayCrypto", dependencies: ["COpenSSL", "GatewayCore"]),
         .target(name: "GatewayTLS", dependencies: ["COpenSSL", "GatewayCore"]),
         .target(name: "HTTP2", dependencies: ["CNGHTTP2", "GatewayCore"]),

@@ -1,12 +1,17 @@
 import GatewayConfig
+import GatewayProxy
 
-/// `attest-gateway check-config`: validates a configuration without serving.
+/// `attest-gateway check-config`: validates a configuration without serving — the file itself (`ConfigLoader`),
+/// then every file it names, read as `serve` reads them (`ConfigFileCheck`). Never touches the network or the
+/// state store.
 enum CheckConfigCommand {
     static let usage = """
     Usage: attest-gateway check-config [--config FILE]
 
-    Validates FILE (default gateway.yml). Prints "ok" and exits 0, or prints one line per problem
-    (FILE:LINE:COLUMN: yaml.path: message) on standard error and exits 1.
+    Validates FILE (default gateway.yml) and reads every file it names (certificates, keys, root CAs, JWKS files)
+    as serve does. Prints "ok" and exits 0, or prints one line per problem (FILE:LINE:COLUMN: yaml.path: message)
+    on standard error and exits 1. Warnings (FILE:LINE:COLUMN: yaml.path: warning: message) are printed with the
+    problems, on standard error, and do not change the exit status.
     """
 
     static func run(_ args: [String]) -> Int32 {
@@ -17,13 +22,26 @@ enum CheckConfigCommand {
         }
         if options.help { print(usage); return ExitCode.ok }
         let path = options.values["--config"] ?? "gateway.yml"
-        do {
-            _ = try ConfigLoader.load(path: path)
-            print("ok")
-            return ExitCode.ok
-        } catch {
-            for e in error.errors { printErr(e.description) }
+        let loaded: LoadedConfiguration
+        do { loaded = try ConfigLoader.loadDetailed(path: path) } catch {
+            printProblems(errors: error.errors, warnings: error.warnings)
             return ExitCode.failure
+        }
+        let fileErrors = ConfigFileCheck.problems(in: loaded.configuration).map { loaded.error(at: $0.path, $0.message) }
+        printProblems(errors: fileErrors, warnings: loaded.warnings)
+        guard fileErrors.isEmpty else { return ExitCode.failure }
+        print("ok")
+        return ExitCode.ok
+    }
+
+    /// Errors and warnings together, in file order (an error before a warning at the same place).
+    static func printProblems(errors: [ConfigError], warnings: [ConfigWarning]) {
+        let lines = errors.map { (line: $0.line, column: $0.column, rank: 0, text: $0.description) }
+            + warnings.map { (line: $0.line, column: $0.column, rank: 1, text: $0.description) }
+        for entry in lines.enumerated().sorted(by: { a, b in
+            (a.element.line, a.element.column, a.element.rank, a.offset) < (b.element.line, b.element.column, b.element.rank, b.offset)
+        }) {
+            printErr(entry.element.text)
         }
     }
 }

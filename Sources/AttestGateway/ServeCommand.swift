@@ -51,7 +51,11 @@ enum ServeCommand {
         }
 
         let config: GatewayConfiguration
-        do { config = try ConfigLoader.load(path: path) } catch {
+        do {
+            let loaded = try ConfigLoader.loadDetailed(path: path)
+            config = loaded.configuration
+            logWarnings(loaded.warnings)
+        } catch {
             for e in error.errors { printErr(e.description) }
             return ExitCode.failure
         }
@@ -140,12 +144,13 @@ enum ServeCommand {
     /// flight finish on the configuration they started with. Any error keeps the running configuration.
     static func reload(path: String, current: RuntimeSlot, workers: [ProxyWorker]) {
         let old = current.get()
-        let config: GatewayConfiguration
-        do { config = try ConfigLoader.load(path: path) } catch {
+        let loaded: LoadedConfiguration
+        do { loaded = try ConfigLoader.loadDetailed(path: path) } catch {
             for e in error.errors { Logger.error("reload: invalid configuration; keeping the running one", ["error": e.description]) }
             ProcessMetrics.shared.reload(ok: false)
             return
         }
+        let config = loaded.configuration
         let next: ProxyRuntime
         do { next = try ProxyRuntime(config: config, reusing: old) } catch {
             Logger.error("reload: cannot apply; keeping the running configuration", ["error": "\(error)"])
@@ -164,6 +169,13 @@ enum ServeCommand {
         ProcessMetrics.shared.setConfigHash(hash)
         ProcessMetrics.shared.reload(ok: true)
         Logger.info("reload: configuration applied", ["config_hash": hash, "routes": String(config.routes.count)])
+        logWarnings(loaded.warnings)
+    }
+
+    /// The configuration's warnings (what `check-config` prints as `FILE:LINE:COLUMN: path: warning: message`), one
+    /// warn line each — at start, and for the new file after a reload that applied it.
+    static func logWarnings(_ warnings: [ConfigWarning]) {
+        for w in warnings { Logger.warn("configuration warning", ["warning": w.description]) }
     }
 
     /// The first 16 hex digits of the file's SHA-256 (the `attest_gateway_config_info` label).

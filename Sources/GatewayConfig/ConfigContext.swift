@@ -1,10 +1,14 @@
-/// Collects errors while one file is decoded, and resolves the relative paths it contains.
+/// Collects errors, warnings and the positions of keys while one file is decoded, and resolves the relative paths
+/// it contains.
 ///
 /// Loop-confined: one instance per `ConfigLoader.load` call, never shared.
 final class ConfigContext {
     let file: String
     let baseDirectory: String
     private(set) var errors: [ConfigError] = []
+    private(set) var warnings: [ConfigWarning] = []
+    /// Where each key's value starts, by YAML path (recorded by `MappingReader`).
+    private(set) var positions = ConfigPositions()
 
     init(file: String, baseDirectory: String) {
         self.file = file
@@ -17,6 +21,23 @@ final class ConfigContext {
 
     func report(_ message: String, at node: YAMLNode, path: String) {
         report(message, at: node.mark, path: path)
+    }
+
+    /// A warning: valid, but probably not what was meant. Never makes the load fail.
+    func warn(_ message: String, at node: YAMLNode, path: String) {
+        warnings.append(ConfigWarning(file: file, line: node.mark.line, column: node.mark.column, path: path, message: message))
+    }
+
+    /// Records where `path` is written (the first record of a path wins, like the first of duplicate keys).
+    func record(_ path: String, at mark: YAMLMark) {
+        if positions.marks[path] == nil { positions.marks[path] = mark }
+    }
+
+    /// Warnings ordered by line then column.
+    var sortedWarnings: [ConfigWarning] {
+        warnings.enumerated().sorted { a, b in
+            (a.element.line, a.element.column, a.offset) < (b.element.line, b.element.column, b.offset)
+        }.map(\.element)
     }
 
     /// Errors ordered by line then column; equal positions keep their discovery order.

@@ -20,6 +20,7 @@ struct MappingReader {
         self.context = context
         self.node = node
         self.path = path
+        context.record(path, at: node.mark)
         for pair in pairs {
             guard let key = pair.key.scalarText, !pair.key.isNull else {
                 context.report("expected a string key, got \(pair.key.kindDescription)", at: pair.key, path: path)
@@ -31,6 +32,7 @@ struct MappingReader {
             }
             entries[key] = pair
             order.append(key)
+            context.record(joinPath(path, key), at: pair.value.mark)
         }
     }
 

@@ -35,8 +35,13 @@ public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
 /// The loader never stops at the first problem, so one `check-config` run shows them all.
 public struct ConfigErrors: Error, Sendable, CustomStringConvertible {
     public var errors: [ConfigError]
+    /// The warnings found before decoding stopped (`check-config` prints them with the errors).
+    public var warnings: [ConfigWarning]
 
-    public init(errors: [ConfigError]) { self.errors = errors }
+    public init(errors: [ConfigError], warnings: [ConfigWarning] = []) {
+        self.errors = errors
+        self.warnings = warnings
+    }
 
     /// One line per error.
     public var description: String { errors.map(\.description).joined(separator: "\n") }

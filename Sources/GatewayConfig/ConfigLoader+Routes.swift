@@ -4,9 +4,9 @@ extension ConfigLoader {
                             "mode", "strip_token_headers", "max_body_bytes"]
 
     static func decodeRoutes(_ top: MappingReader, upstreams: Set<String>, verifiers: [String: String?],
-                             limits: LimitsConfig) -> [RouteConfig] {
+                             limits: LimitsConfig, paths: PathsConfig) -> [RouteConfig] {
         guard let items = top.list("routes") else { return [] }
-        var routes: [RouteConfig] = []
+        var routes: [DecodedRoute] = []
         var names: Set<String> = []
         for (index, item) in items.enumerated() {
             guard let map = MappingReader(item, path: indexPath("routes", index), context: top.context) else { continue }
@@ -15,7 +15,7 @@ extension ConfigLoader {
             if !names.insert(name).inserted {
                 map.report("duplicate route name \"\(name)\"", key: "name")
             }
-            let match = map.mapping("match", required: true).flatMap(decodeMatch)
+            let match = map.mapping("match", required: true).flatMap { decodeMatch($0, paths: paths) }
             var upstream = map.string("upstream", required: true)
             if let name = upstream, !upstreams.contains(name) {
                 map.report("unknown upstream \"\(name)\"", key: "upstream")
@@ -51,9 +51,10 @@ extension ConfigLoader {
             if let mode { route.mode = mode }
             if let strip { route.stripTokenHeaders = strip }
             route.maxBodyBytes = maxBody
-            routes.append(route)
+            routes.append(DecodedRoute(config: route, node: item, path: map.path))
         }
-        return routes
+        checkShadowing(routes, context: top.context)
+        return routes.map(\.config)
     }
 
     /// The verifier names; each must be declared. Nil when absent or invalid.
@@ -79,7 +80,7 @@ extension ConfigLoader {
         return names.count == items.count ? names : nil
     }
 
-    static func decodeMatch(_ map: MappingReader) -> RouteMatchConfig? {
+    static func decodeMatch(_ map: MappingReader, paths: PathsConfig) -> RouteMatchConfig? {
         map.rejectUnknownKeys(allowed: ["path", "path_prefix", "methods", "host"])
         var path: PathMatch?
         switch (map.string("path"), map.string("path_prefix")) {
@@ -90,9 +91,24 @@ extension ConfigLoader {
         case (.some, .some):
             map.report("path and path_prefix are mutually exclusive", key: "path_prefix")
         case (let exact?, nil):
-            if exact.hasPrefix("/") { path = .exact(exact) } else { map.report("must start with \"/\"", key: "path") }
+            if !exact.hasPrefix("/") {
+                map.report("must start with \"/\"", key: "path")
+            } else if checkCanonical(exact, key: "path", paths: paths, map) {
+                path = .exact(exact)
+            }
         case (nil, let prefix?):
-            if prefix.hasPrefix("/") { path = .prefix(prefix) } else { map.report("must start with \"/\"", key: "path_prefix") }
+            if !prefix.hasPrefix("/") {
+                map.report("must start with \"/\"", key: "path_prefix")
+            } else if checkCanonical(prefix, key: "path_prefix", paths: paths, map) {
+                path = .prefix(prefix)
+                if !prefix.hasSuffix("/"), let node = map.value("path_prefix") {
+                    // Prefixes compare bytes, not segments: "/api/payments" also routes "/api/paymentsX" here — a
+                    // public endpoint can end up behind this route's verifiers, or a private one behind a weaker route.
+                    map.context.warn("path_prefix \"\(prefix)\" also matches longer segments (\"\(prefix)X\"); end it with \"/\" "
+                                     + "(\"\(prefix)/\"), or use an exact path \"\(prefix)\" and a path_prefix \"\(prefix)/\"",
+                                     at: node, path: map.childPath("path_prefix"))
+                }
+            }
         }
         var methods: [String]?
         if let items = map.stringList("methods", nonEmpty: true) {
@@ -105,13 +121,56 @@ extension ConfigLoader {
         }
         var host: String?
         if let text = map.nonEmptyString("host") {
-            if text.contains(where: { $0 == " " || $0 == "/" }) {
-                map.report("invalid host \"\(text)\"", key: "host")
+            if !text.utf8.allSatisfy({ $0 < 0x80 }) {
+                // Host fields are ASCII: an internationalised name arrives in its xn-- form and would never match.
+                map.report("invalid host \"\(text)\" (write an internationalised name in its ASCII xn-- form)", key: "host")
             } else {
-                host = text.lowercased()
+                host = normalizedHost(text)
+                if host == nil { map.report("invalid host \"\(text)\"", key: "host") }
             }
         }
         guard let path else { return nil }
         return RouteMatchConfig(path: path, methods: methods, host: host)
+    }
+}
+
+/// A route and the YAML it came from, kept for the ordering check.
+struct DecodedRoute {
+    var config: RouteConfig
+    var node: YAMLNode
+    /// `routes[<index>]`.
+    var path: String
+}
+
+extension ConfigLoader {
+    /// `match.host` as routes compare it: lower case, without the trailing dot of a fully qualified name
+    /// (`API.example.com.` → `api.example.com`, `api.example.com.:8443` → `api.example.com:8443`), a port kept if
+    /// given. Nil when it is not a host with an optional port.
+    static func normalizedHost(_ text: String) -> String? {
+        let lower = text.lowercased()
+        guard !lower.contains(where: { $0 == " " || $0 == "/" || $0 == "?" || $0 == "#" || $0 == "@" || $0 == "\\" }) else {
+            return nil
+        }
+        var name = Substring(lower)
+        var port: Substring?
+        if lower.hasPrefix("[") {
+            // [v6] or [v6]:port
+            guard let close = lower.firstIndex(of: "]") else { return nil }
+            let rest = lower[lower.index(after: close)...]
+            name = lower[...close]
+            if !rest.isEmpty {
+                guard rest.hasPrefix(":") else { return nil }
+                port = rest.dropFirst()
+            }
+        } else if lower.filter({ $0 == ":" }).count == 1, let colon = lower.firstIndex(of: ":") {
+            name = lower[..<colon]
+            port = lower[lower.index(after: colon)...]
+        }
+        if let port {
+            guard port.count <= 5, let number = ConfigValue.decimal(port), number <= 65_535 else { return nil }
+        }
+        if !name.hasPrefix("[") && !name.contains(":") && name.hasSuffix(".") { name = name.dropLast() }
+        guard !name.isEmpty, !name.hasSuffix("."), !name.hasPrefix(".") else { return nil }
+        return port.map { "\(name):\($0)" } ?? String(name)
     }
 }

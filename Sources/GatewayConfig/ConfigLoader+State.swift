@@ -40,13 +40,15 @@ extension ConfigLoader {
         var limits = LimitsConfig()
         guard let map = top.mapping("limits") else { return limits }
         map.rejectUnknownKeys(allowed: ["max_header_bytes", "max_headers", "max_body_bytes", "header_timeout",
-                                        "idle_timeout", "max_connections", "drain_timeout", "http2_max_concurrent_streams"])
+                                        "idle_timeout", "max_connections", "drain_timeout", "http2_max_concurrent_streams",
+                                        "max_held_body_bytes"])
         if let value = map.size("max_header_bytes") { limits.maxHeaderBytes = value }
         if let value = map.int("max_headers", min: 1) { limits.maxHeaders = value }
         if let value = map.size("max_body_bytes", positive: false) { limits.maxBodyBytes = value }
         if let value = map.duration("header_timeout") { limits.headerTimeoutMillis = value }
         if let value = map.duration("idle_timeout") { limits.idleTimeoutMillis = value }
         if let value = map.int("max_connections", min: 1) { limits.maxConnections = value }
+        if let value = map.size("max_held_body_bytes") { limits.maxHeldBodyBytes = value }
         if let value = map.int("http2_max_concurrent_streams", min: 1, max: 10_000) { limits.http2MaxConcurrentStreams = value }
         // 0s is meaningful here: exit at once without waiting for in-flight requests.
         if let value = map.duration("drain_timeout", positive: false) { limits.drainTimeoutMillis = value }

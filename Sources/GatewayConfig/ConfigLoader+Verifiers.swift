@@ -84,7 +84,7 @@ extension ConfigLoader {
 
     static func decodeDeviceCheck(_ map: MappingReader) -> DeviceCheckVerifierConfig? {
         map.rejectUnknownKeys(allowed: ["type", "team_id", "key_id", "private_key", "environment", "base_url",
-                                        "ca_file", "timeout", "header", "subject_binding"])
+                                        "ca_file", "timeout", "header", "subject_binding", "replay_window"])
         let teamID = self.teamID(map)
         let keyID = map.nonEmptyString("key_id", required: true)
         let privateKey = map.filePath("private_key", required: true)
@@ -93,6 +93,7 @@ extension ConfigLoader {
         let caFile = map.filePath("ca_file")
         let timeout = map.duration("timeout")
         let header = map.headerName("header")
+        let replayWindow = map.duration("replay_window")
         var subjectBinding: SubjectBindingConfig?
         if let binding = map.mapping("subject_binding") {
             binding.rejectUnknownKeys(allowed: ["header"])
@@ -107,6 +108,7 @@ extension ConfigLoader {
         if let timeout { config.timeoutMillis = timeout }
         if let header { config.header = header }
         config.subjectBinding = subjectBinding
+        if let replayWindow { config.replayWindowMillis = replayWindow }
         return config
     }
 

@@ -4,15 +4,28 @@ import Foundation
 ///
 /// Decoding is split by section (`ConfigLoader+Listeners.swift`, `+Upstreams`, `+Verifiers`, `+Routes`,
 /// `+State`); each section reports into one `ConfigContext` and carries on, so all errors come out at once.
-/// The loader only reads the configuration file itself: files it names (certificates, keys) are resolved but
-/// not opened, so `check-config` works on another machine.
+/// The loader only reads the configuration file itself: files it names (certificates, keys) are resolved but not
+/// opened here. `check-config` reads them afterwards with GatewayProxy's `ConfigFileCheck` — the code `serve` reads
+/// them with — and reports a bad one at its key through `LoadedConfiguration.error(at:_:)`.
 public enum ConfigLoader {
     static let topLevelKeys = ["version", "listeners", "admin", "limits", "state", "upstreams", "verifiers", "routes",
-                               "forward_auth"]
+                               "forward_auth", "paths"]
 
     /// Reads and validates the file. Relative paths inside (tls files, jwks_file, private keys, root CAs,
     /// state.path) are resolved against the config file's directory and stored resolved.
     public static func load(path: String) throws(ConfigErrors) -> GatewayConfiguration {
+        try loadDetailed(path: path).configuration
+    }
+
+    /// Validates `yaml` as if read from `fileName`; relative paths are resolved against `baseDirectory`
+    /// (left relative when it is empty).
+    public static func load(yaml: String, fileName: String, baseDirectory: String) throws(ConfigErrors) -> GatewayConfiguration {
+        try loadDetailed(yaml: yaml, fileName: fileName, baseDirectory: baseDirectory).configuration
+    }
+
+    /// `load(path:)`, also returning the file's warnings and the positions of its keys (`check-config`, and `serve`
+    /// to log the warnings). A thrown `ConfigErrors` carries the warnings found too.
+    public static func loadDetailed(path: String) throws(ConfigErrors) -> LoadedConfiguration {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw ConfigErrors(errors: [ConfigError(file: path, line: 1, column: 1, path: "",
                                                     message: "cannot read the configuration file")])
@@ -22,12 +35,11 @@ public enum ConfigLoader {
                                                     message: "the configuration file is not valid UTF-8")])
         }
         let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
-        return try load(yaml: text, fileName: path, baseDirectory: directory)
+        return try loadDetailed(yaml: text, fileName: path, baseDirectory: directory)
     }
 
-    /// Validates `yaml` as if read from `fileName`; relative paths are resolved against `baseDirectory`
-    /// (left relative when it is empty).
-    public static func load(yaml: String, fileName: String, baseDirectory: String) throws(ConfigErrors) -> GatewayConfiguration {
+    /// `load(yaml:fileName:baseDirectory:)` with the warnings and key positions.
+    public static func loadDetailed(yaml: String, fileName: String, baseDirectory: String) throws(ConfigErrors) -> LoadedConfiguration {
         let context = ConfigContext(file: fileName, baseDirectory: baseDirectory)
         let root: YAMLNode
         switch YAMLDocument.parse(yaml) {
@@ -42,9 +54,10 @@ public enum ConfigLoader {
         }
         let configuration = decode(root, context: context)
         guard let configuration, context.errors.isEmpty else {
-            throw ConfigErrors(errors: context.sortedErrors)
+            throw ConfigErrors(errors: context.sortedErrors, warnings: context.sortedWarnings)
         }
-        return configuration
+        return LoadedConfiguration(configuration: configuration, warnings: context.sortedWarnings,
+                                   positions: context.positions, fileName: fileName)
     }
 
     /// Decodes every section; nil when any error was reported.
@@ -62,7 +75,9 @@ public enum ConfigLoader {
         let state = decodeState(top)
         let upstreams = decodeUpstreams(top)
         let verifiers = decodeVerifiers(top)
-        let routes = decodeRoutes(top, upstreams: upstreams.declared, verifiers: verifiers.declared, limits: limits)
+        let paths = decodePaths(top)
+        let routes = decodeRoutes(top, upstreams: upstreams.declared, verifiers: verifiers.declared, limits: limits,
+                                  paths: paths)
         let forwardAuth = decodeForwardAuth(top)
 
         guard context.errors.isEmpty else { return nil }
@@ -70,6 +85,7 @@ public enum ConfigLoader {
                                                  limits: limits, state: state, upstreams: upstreams.configs,
                                                  verifiers: verifiers.configs, routes: routes)
         configuration.forwardAuth = forwardAuth
+        configuration.paths = paths
         return configuration
     }
 }

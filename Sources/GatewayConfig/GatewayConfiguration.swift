@@ -213,7 +213,8 @@ public struct RouteMatchConfig: Sendable, Equatable {
     public var path: PathMatch
     /// Upper-case method names; nil = any method.
     public var methods: [String]?
-    /// Lower-cased host without port; nil = any host.
+    /// Lower-cased host without a trailing dot, with a port only if the file gave one (then it must match
+    /// exactly; without one any port matches); nil = any host.
     public var host: String?
     public init(path: PathMatch, methods: [String]? = nil, host: String? = nil) {
         self.path = path; self.methods = methods; self.host = host

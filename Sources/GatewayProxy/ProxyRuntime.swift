@@ -72,6 +72,22 @@ public struct ProxyRuntime: Sendable {
 
     public struct StartupError: Error, CustomStringConvertible {
         public let description: String
+        /// For a problem with one setting: its YAML path (`verifiers.ios.root_ca`); `message` is what is wrong with it
+        /// (`description` is both, joined by ": ").
+        public let key: String?
+        public let message: String
+
+        init(description: String) {
+            self.description = description
+            key = nil
+            message = description
+        }
+
+        init(key: String, message: String) {
+            description = "\(key): \(message)"
+            self.key = key
+            self.message = message
+        }
     }
 
     /// `reusing`: the running runtime (a reload). Unchanged App Check verifiers and the state store are taken

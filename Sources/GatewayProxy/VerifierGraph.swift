@@ -40,35 +40,22 @@ public struct VerifierGraph: Sendable {
                 appCheck[v.name] = old
                 continue
             }
-            let fetch: @Sendable () throws -> KeySetFetch
-            if let file = c.jwksFile {
-                fetch = KeySetSources.file(path: file)
-            } else {
-                let url = c.jwksURL ?? "https://firebaseappcheck.googleapis.com/v1/jwks"
-                fetch = KeySetSources.adapting(CurlHTTPClient().keySetFetch(url: url, timeoutMillis: 10_000))
-            }
             let name = v.name
-            let keys = KeySetCache<JWKS>(
-                policy: .init(maxAgeSeconds: c.jwksMaxAgeMillis / 1000),
-                clock: { unixSeconds() },
-                fetch: fetch,
-                parse: { bytes in try JWKS.parse(bytes) },
-                onEvent: { event in
-                    switch event {
-                    case .loaded(let count, let lifetime):
-                        ProcessMetrics.shared.jwksRefresh(verifier: name, ok: true, keys: count)
-                        Logger.info("jwks loaded", ["verifier": name, "keys": count.map(String.init) ?? "?",
-                                                    "lifetime_s": String(lifetime)])
-                    case .failed(let why):
-                        ProcessMetrics.shared.jwksRefresh(verifier: name, ok: false, keys: nil)
-                        Logger.warn("jwks refresh failed", ["verifier": name, "error": why])
-                    case .notDue:
-                        break
-                    }
-                },
-                countKeys: { $0.keys.count })
+            let keys = keySet(c, onEvent: { event in
+                switch event {
+                case .loaded(let count, let lifetime):
+                    ProcessMetrics.shared.jwksRefresh(verifier: name, ok: true, keys: count)
+                    Logger.info("jwks loaded", ["verifier": name, "keys": count.map(String.init) ?? "?",
+                                                "lifetime_s": String(lifetime)])
+                case .failed(let why):
+                    ProcessMetrics.shared.jwksRefresh(verifier: name, ok: false, keys: nil)
+                    Logger.warn("jwks refresh failed", ["verifier": name, "error": why])
+                case .notDue:
+                    break
+                }
+            })
             if c.jwksFile != nil, case .failed(let why) = keys.refreshIfDue(force: true) {
-                throw ProxyRuntime.StartupError(description: "verifiers.\(name).jwks_file: \(why)")
+                throw ProxyRuntime.StartupError(key: "verifiers.\(name).jwks_file", message: why)
             }
             let policy = AppCheckPolicy(projectNumber: c.projectNumber, projectID: c.projectID, appIDs: c.appIDs,
                                         clockSkewSeconds: Int64(c.clockSkewMillis / 1000))
@@ -76,6 +63,25 @@ public struct VerifierGraph: Sendable {
                                               verifiedTokenCacheSize: c.verifiedTokenCacheSize)
         }
         return VerifierGraph(appCheck: appCheck, appAttest: try buildAppAttest(config), deviceCheck: try buildDeviceCheck(config))
+    }
+
+    /// The key set of an App Check verifier: from `jwks_file` (read by the first refresh) or `jwks_url` (fetched by
+    /// the refresher; nothing is fetched here).
+    static func keySet(_ c: AppCheckVerifierConfig, onEvent: (@Sendable (KeySetEvent) -> Void)?) -> KeySetCache<JWKS> {
+        let fetch: @Sendable () throws -> KeySetFetch
+        if let file = c.jwksFile {
+            fetch = KeySetSources.file(path: file)
+        } else {
+            let url = c.jwksURL ?? "https://firebaseappcheck.googleapis.com/v1/jwks"
+            fetch = KeySetSources.adapting(CurlHTTPClient().keySetFetch(url: url, timeoutMillis: 10_000))
+        }
+        return KeySetCache<JWKS>(
+            policy: .init(maxAgeSeconds: c.jwksMaxAgeMillis / 1000),
+            clock: { unixSeconds() },
+            fetch: fetch,
+            parse: { bytes in try JWKS.parse(bytes) },
+            onEvent: onEvent,
+            countKeys: { $0.keys.count })
     }
 
     /// App Attest verifiers: the root is Apple's (compiled in) or a PEM file read now, so a bad file stops start-up.
@@ -140,7 +146,7 @@ public struct VerifierGraph: Sendable {
         if setting == "builtin" { return builtin }
         guard let bytes = try? KeySetSources.file(path: setting)().body,
               let cert = X509Certificate(pem: String(decoding: bytes, as: UTF8.self)) else {
-            throw ProxyRuntime.StartupError(description: "\(key): cannot read a PEM certificate from \(setting)")
+            throw ProxyRuntime.StartupError(key: key, message: "cannot read a PEM certificate from \(setting)")
         }
         return cert
     }
@@ -151,7 +157,7 @@ public struct VerifierGraph: Sendable {
             let pem = try KeySetSources.file(path: path, maxBytes: 64 * 1024)().body
             return try ECPrivateKey(pem: String(decoding: pem, as: UTF8.self))
         } catch {
-            throw ProxyRuntime.StartupError(description: "\(key): cannot read an EC private key (.p8) from \(path): \(error)")
+            throw ProxyRuntime.StartupError(key: key, message: "cannot read an EC private key (.p8) from \(path): \(error)")
         }
     }
 

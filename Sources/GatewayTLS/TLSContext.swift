@@ -4,8 +4,12 @@ import GatewayCore
 /// Why a TLS context could not be built (a configuration problem: files, keys, trust anchors).
 public struct TLSError: Error, CustomStringConvertible, Sendable {
     public let description: String
+    /// The file that could not be read or did not fit (the certificate chain, the private key, the CA file), when
+    /// the problem is one file's: `check-config` reports it at the key that names that file.
+    public let file: String?
 
-    init(_ what: String) {
+    init(_ what: String, file: String? = nil) {
+        self.file = file
         var detail = ""
         let code = ERR_get_error()
         if code != 0 {
@@ -45,12 +49,14 @@ public final class TLSContext: @unchecked Sendable {
         let context = TLSContext(ctx: ctx, alpn: alpn, isServer: true)
         try context.restrictVersions()
         guard SSL_CTX_use_certificate_chain_file(ctx, certificateChainFile) == 1 else {
-            throw TLSError("cannot read the certificate chain \(certificateChainFile)")
+            throw TLSError("cannot read the certificate chain \(certificateChainFile)", file: certificateChainFile)
         }
         guard SSL_CTX_use_PrivateKey_file(ctx, privateKeyFile, SSL_FILETYPE_PEM) == 1 else {
-            throw TLSError("cannot read the private key \(privateKeyFile)")
+            throw TLSError("cannot read the private key \(privateKeyFile)", file: privateKeyFile)
         }
-        guard SSL_CTX_check_private_key(ctx) == 1 else { throw TLSError("the private key does not match the certificate") }
+        guard SSL_CTX_check_private_key(ctx) == 1 else {
+            throw TLSError("the private key does not match the certificate", file: privateKeyFile)
+        }
         // No session tickets' worth of state per connection beyond OpenSSL's defaults; no renegotiation (1.2).
         SSL_CTX_set_options(ctx, shim_SSL_server_options())
         if !alpn.isEmpty {
@@ -79,7 +85,7 @@ public final class TLSContext: @unchecked Sendable {
         try context.restrictVersions()
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nil)
         if let caFile {
-            guard SSL_CTX_load_verify_locations(ctx, caFile, nil) == 1 else { throw TLSError("cannot read the CA file \(caFile)") }
+            guard SSL_CTX_load_verify_locations(ctx, caFile, nil) == 1 else { throw TLSError("cannot read the CA file \(caFile)", file: caFile) }
         } else {
             guard SSL_CTX_set_default_verify_paths(ctx) == 1 else { throw TLSError("cannot load the system CA store") }
         }

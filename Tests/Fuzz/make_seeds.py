@@ -256,7 +256,10 @@ def dictionaries():
     dict_file("config-yaml", [w + ":" for w in config_words] + list(config_words) + [
         "\n  - ", "\n    ", ": {", "}", "[", "]", "&a ", "*a", "!!str ", "!!int ", "---\n", "...\n", "|\n", ">-\n",
         "'", "\"", "# ", "? ", "<<: ", "127.0.0.1:8080", "[::1]:80", "http://127.0.0.1:3000/base", "10MiB", "32KiB",
-        "250ms", "5m", "6h", "24h", "redis://127.0.0.1:6379/0", "~", "null", "true", "0x1F", "1e3"])
+        "250ms", "5m", "6h", "24h", "redis://127.0.0.1:6379/0", "~", "null", "true", "0x1F", "1e3",
+        # paths:, trusted_proxies and match paths / hosts (the enforcement boundary)
+        "10.0.0.0/8", "127.0.0.1/32", "::1/128", "10.0.0.1/8", "/api/", "/api/./x", "//", "%2F", "%61", ";v=1", "?q=1",
+        "API.example.com.", "api.example.com.:8443", "64MiB"])
     dict_file("jose", [
         '{"', '":', '"}', "[", "]", "true", "false", "null", "-0.5e+10", "\\u0000", "\\ud83d\\ude00", "\\\"",
         '"alg"', '"RS256"', '"kid"', '"typ"', '"JWT"', '"keys"', '"kty"', '"RSA"', '"use"', '"sig"', '"n"', '"e"',

@@ -130,6 +130,28 @@ enum Fixtures {
     """
 }
 
+extension Fixtures {
+    /// `minimal` with its catch-all route bound to a host, so routes appended after it are not shadowed by it (a
+    /// catch-all above them would make them unreachable, which is an error of its own).
+    static var minimalScoped: String {
+        minimal.replacingOccurrences(of: "{path_prefix: /}", with: "{path_prefix: /, host: other.test}")
+    }
+
+    /// A file whose routes section is `routes` (one route per line, the first at line 8).
+    static func withRoutes(_ routes: String) -> String {
+        """
+        version: 1
+        listeners:
+          - address: 127.0.0.1:8080
+        upstreams:
+          api:
+            url: http://127.0.0.1:3000
+        routes:
+
+        """ + routes
+    }
+}
+
 /// Loads `yaml` as `gateway.yml` from `/etc/gw` and returns the error lines (empty when it loads).
 func errorLines(_ yaml: String) -> [String] {
     do {
@@ -142,3 +164,17 @@ func errorLines(_ yaml: String) -> [String] {
 
 /// The minimal config with `extra` appended (top-level sections) — for one-error tests.
 func minimalPlus(_ extra: String) -> String { Fixtures.minimal + "\n" + extra }
+
+/// `minimalScoped` with `extra` appended: routes added after it are `routes[1]…`, from line 10.
+func scopedPlus(_ extra: String) -> String { Fixtures.minimalScoped + "\n" + extra }
+
+/// Loads `yaml` as `gateway.yml` from `/etc/gw` and returns the warning lines and the error lines (errors empty
+/// when it loads), each as `check-config` prints them.
+func diagnosticLines(_ yaml: String) -> (warnings: [String], errors: [String]) {
+    do {
+        let loaded = try ConfigLoader.loadDetailed(yaml: yaml, fileName: "gateway.yml", baseDirectory: "/etc/gw")
+        return (loaded.warnings.map(\.description), [])
+    } catch {
+        return (error.warnings.map(\.description), error.errors.map(\.description))
+    }
+}

@@ -69,7 +69,7 @@ import Testing
     }
 
     @Test func routeMatchNormalizesMethodsAndHost() throws {
-        let config = try ConfigLoader.load(yaml: minimalPlus("""
+        let config = try ConfigLoader.load(yaml: scopedPlus("""
           - name: exact
             match: {path: /exact, methods: [get, Post], host: API.Example.com}
             upstream: api

@@ -1,10 +1,11 @@
 import Testing
 @testable import GatewayConfig
 
-/// Errors in the `routes` section. The added route is `routes[1]`, starting at line 10.
+/// Errors in the `routes` section. The added route is `routes[1]`, starting at line 10 (after a catch-all bound to
+/// another host, which does not shadow it).
 @Suite struct RouteErrorTests {
     func route(_ body: String, verifiers: String = "") -> [String] {
-        errorLines(minimalPlus(body) + (verifiers.isEmpty ? "" : "\n" + verifiers))
+        errorLines(scopedPlus(body) + (verifiers.isEmpty ? "" : "\n" + verifiers))
     }
 
     static let verifiers = """

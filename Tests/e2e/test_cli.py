@@ -1,6 +1,8 @@
 """CLI: version, help, check-config, unknown commands."""
 
+import json
 import re
+import subprocess
 
 from harness import gateway_config, run_cli
 
@@ -159,3 +161,190 @@ def test_check_config_yaml_syntax_error(gateway_bin, tmp_path):
     assert p.returncode == 1, out(p)
     lines, text = _problem_lines(p, f)
     assert lines and re.match(re.escape(str(f)) + r":\d+:\d+: ", lines[0]), text
+
+
+# --- check-config: silent holes (shadowed routes, prefix warnings) and the files the configuration names --------
+
+HOLES_HEAD = """version: 1
+listeners:
+  - address: 127.0.0.1:18084
+state: {backend: memory}
+upstreams:
+  api: {url: "http://127.0.0.1:3000"}
+routes:
+"""
+
+
+def _check(gateway_bin, tmp_path, text, name="gateway.yml"):
+    f = tmp_path / name
+    f.write_text(text)
+    p = run_cli(gateway_bin, "check-config", "--config", str(f))
+    lines, all_text = _problem_lines(p, f)
+    return p, f, lines, all_text
+
+
+def _line_of(text, needle, nth=0):
+    return [i + 1 for i, l in enumerate(text.splitlines()) if needle in l][nth]
+
+
+def test_check_config_shadowed_route_names_both_routes_and_lines(gateway_bin, tmp_path):
+    text = HOLES_HEAD + """  - name: api
+    match: {path_prefix: /api/}
+    upstream: api
+  - name: health
+    match: {path: /health}
+    upstream: api
+  - name: payments
+    match: {path_prefix: /api/payments/, methods: [POST]}
+    upstream: api
+"""
+    p, f, lines, all_text = _check(gateway_bin, tmp_path, text)
+    assert p.returncode == 1, all_text
+    api, payments = _line_of(text, "- name: api"), _line_of(text, "- name: payments")
+    assert lines == [
+        f'{f}:{payments}:5: routes[2]: route "payments" can never match: route "api" (line {api}) catches every '
+        f"request it would (order routes from specific to general)"
+    ], all_text
+    assert p.stdout.decode().strip() != "ok"
+
+
+def test_check_config_host_and_method_variants_are_not_shadowing(gateway_bin, tmp_path):
+    """What only looks like shadowing loads: the earlier route leaves requests the later one can still get."""
+    text = HOLES_HEAD + """  - {name: other-host, match: {path_prefix: /, host: admin.example.com}, upstream: api}
+  - {name: port-bound, match: {path_prefix: /, host: "api.example.com:8443"}, upstream: api}
+  - {name: gets, match: {path_prefix: /api/, methods: [GET]}, upstream: api}
+  - {name: posts, match: {path_prefix: /api/, methods: [GET, POST]}, upstream: api}
+  - {name: exact, match: {path: /api/}, upstream: api}
+  - {name: any-port, match: {path_prefix: /, host: api.example.com}, upstream: api}
+  - {name: public, match: {path_prefix: /}, upstream: api}
+"""
+    p, f, lines, all_text = _check(gateway_bin, tmp_path, text)
+    assert p.returncode == 0 and p.stdout.decode().strip() == "ok", all_text
+    assert lines == [], all_text
+
+
+def test_check_config_same_host_spelled_differently_is_shadowed(gateway_bin, tmp_path):
+    """Case and a trailing dot do not hide a shadowed route; an any-port host covers a port-bound one."""
+    text = HOLES_HEAD + """  - {name: a, match: {path_prefix: /, host: api.example.com}, upstream: api}
+  - {name: b, match: {path_prefix: /x/, host: API.Example.com.}, upstream: api}
+  - {name: c, match: {path_prefix: /y/, host: "api.example.com:8443"}, upstream: api}
+"""
+    p, f, lines, all_text = _check(gateway_bin, tmp_path, text)
+    assert p.returncode == 1, all_text
+    assert [l.split(": ", 2)[1] for l in lines] == ["routes[1]", "routes[2]"], all_text
+    assert all('can never match: route "a" (line 8)' in l for l in lines), all_text
+
+
+def test_check_config_prefix_warning_keeps_exit_0(gateway_bin, tmp_path):
+    text = HOLES_HEAD + """  - name: payments
+    match:
+      path_prefix: /api/payments
+    upstream: api
+  - name: public
+    match: {path_prefix: /}
+    upstream: api
+"""
+    p, f, lines, all_text = _check(gateway_bin, tmp_path, text)
+    assert p.returncode == 0, all_text
+    assert p.stdout.decode().strip() == "ok", all_text
+    line = _line_of(text, "path_prefix: /api/payments")
+    assert len(lines) == 1, all_text
+    assert lines[0].startswith(f"{f}:{line}:20: routes[0].match.path_prefix: warning: "), all_text
+    assert '"/api/paymentsX"' in lines[0] and '"/api/payments/"' in lines[0], all_text
+
+
+def test_check_config_prints_warnings_with_errors_in_file_order(gateway_bin, tmp_path):
+    text = HOLES_HEAD + """  - {name: a, match: {path_prefix: /api}, upstream: api}
+  - {name: b, match: {path: /x/./y}, upstream: api}
+"""
+    p, f, lines, all_text = _check(gateway_bin, tmp_path, text)
+    assert p.returncode == 1, all_text
+    assert len(lines) == 2, all_text
+    assert ": warning: " in lines[0] and "routes[0].match.path_prefix" in lines[0], all_text
+    assert 'routes[1].match.path: path "/x/./y" is not canonical; requests are routed on the canonical path "/x/y"' in lines[1], all_text
+
+
+FILES = """version: 1
+listeners:
+  - address: 127.0.0.1:18085
+state: {backend: sqlite, path: never-created/state.db}
+upstreams:
+  api: {url: "http://127.0.0.1:3000"}
+verifiers:
+  web: {type: app_check, project_number: "1", jwks_url: "https://keys.invalid/jwks"}
+  ios:
+    type: app_attest
+    team_id: ABCDE12345
+    bundle_ids: [com.example.app]
+    root_ca: certs/missing-root.pem
+  dc:
+    type: device_check
+    team_id: ABCDE12345
+    key_id: ABC123DEFG
+    private_key: secrets/AuthKey_missing.p8
+routes:
+  - {name: api, match: {path_prefix: /api/}, upstream: api, verify: [ios, dc]}
+"""
+
+
+def test_check_config_reads_the_files_the_configuration_names(gateway_bin, tmp_path):
+    """A missing root CA or .p8 used to pass check-config and then stop serve; now each is reported at its key.
+    The jwks_url is not fetched (keys.invalid would fail) and the SQLite store is not created."""
+    p, f, lines, all_text = _check(gateway_bin, tmp_path, FILES)
+    assert p.returncode == 1, all_text
+    root, key = _line_of(FILES, "root_ca:"), _line_of(FILES, "private_key:")
+    assert lines == [
+        f"{f}:{root}:14: verifiers.ios.root_ca: cannot read a PEM certificate from {tmp_path}/certs/missing-root.pem",
+        f"{f}:{key}:18: verifiers.dc.private_key: cannot read an EC private key (.p8) from {tmp_path}/secrets/AuthKey_missing.p8: "
+        f"cannot open {tmp_path}/secrets/AuthKey_missing.p8: No such file or directory",
+    ], all_text
+    assert not (tmp_path / "never-created").exists()
+
+
+def _openssl(*args):
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+def test_check_config_accepts_good_files_and_reports_tls_files_at_their_keys(gateway_bin, tmp_path):
+    certs = tmp_path / "certs"
+    secrets = tmp_path / "secrets"
+    certs.mkdir()
+    secrets.mkdir()
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2"]
+    _openssl("req", "-x509", *ec, "-keyout", str(certs / "server.key"), "-out", str(certs / "server.pem"), "-subj", "/CN=localhost")
+    _openssl("req", "-x509", *ec, "-keyout", str(certs / "root.key"), "-out", str(certs / "root.pem"), "-subj", "/CN=root")
+    _openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(secrets / "AuthKey.p8"))
+    tls = FILES.replace("certs/missing-root.pem", "certs/root.pem").replace("AuthKey_missing.p8", "AuthKey.p8").replace(
+        "  - address: 127.0.0.1:18085\n",
+        "  - address: 127.0.0.1:18085\n    tls:\n      certificate: certs/server.pem\n      private_key: certs/server.key\n")
+    p, f, lines, all_text = _check(gateway_bin, tmp_path, tls)
+    assert p.returncode == 0 and p.stdout.decode().strip() == "ok", all_text
+
+    broken = tls.replace("certs/server.key", "certs/nope.key")
+    p, f, lines, all_text = _check(gateway_bin, tmp_path, broken, "broken.yml")
+    assert p.returncode == 1, all_text
+    line = _line_of(broken, "private_key: certs/nope.key")
+    assert len(lines) == 1 and lines[0].startswith(
+        f"{f}:{line}:20: listeners[0].tls.private_key: cannot read the private key {tmp_path}/certs/nope.key"), all_text
+
+    missing_cert = tls.replace("certs/server.pem", "certs/nope.pem")
+    p, f, lines, all_text = _check(gateway_bin, tmp_path, missing_cert, "nocert.yml")
+    assert p.returncode == 1, all_text
+    line = _line_of(missing_cert, "certificate: certs/nope.pem")
+    assert len(lines) == 1 and lines[0].startswith(
+        f"{f}:{line}:20: listeners[0].tls.certificate: cannot read the certificate chain {tmp_path}/certs/nope.pem"), all_text
+
+
+def test_serve_logs_configuration_warnings_once_at_start(start_gateway, free_port):
+    port = free_port()
+    text = gateway_config(port, {"api": "http://127.0.0.1:9"},
+                          routes=[{"name": "p", "match": {"path_prefix": "/api"}, "upstream": "api", "verify": []}])
+    gw = start_gateway(text, workers=2)
+    warns = []
+    for line in gw.stderr().splitlines():
+        if '"configuration warning"' in line:
+            warns.append(json.loads(line))
+    assert len(warns) == 1, gw.stderr()
+    assert warns[0]["level"] == "warn"
+    assert re.match(r".*gateway\.yml:\d+:\d+: routes\[0\]\.match\.path_prefix: warning: path_prefix \"/api\" also matches",
+                    warns[0]["warning"]), warns[0]
