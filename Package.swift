@@ -79,7 +79,7 @@ let package = Package(
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "GatewayCore"], resources: [.copy("Corpus")]),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig", "GatewayCore"]),
         .testTarget(name: "GatewayProxyTests", dependencies: [
-            "GatewayProxy", "GatewayConfig", "HTTP1", "GatewayCore", "Attestation", "JOSE", "GatewayCrypto", "KeySetCache",
+            "GatewayProxy", "GatewayConfig", "HTTP1", "GatewayCore", "Attestation", "JOSE", "GatewayCrypto", "KeySetCache", "StateStore",
         ]),
         .testTarget(name: "GatewayTLSTests", dependencies: ["GatewayTLS", "GatewayCore"]),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "GatewayCore"]),

@@ -32,10 +32,10 @@ verifiers:
     root_ca: $root_ca                         # the demo's test CA; in production leave it out (Apple's root)
     registration_path: /.attest/ios           # POST /.attest/ios/challenge, POST /.attest/ios/attest
 routes:
-  - {name: transfers, match: {path_prefix: /api/transfers}, upstream: api, verify: [ios]}
-  - {name: orders, match: {path_prefix: /api/orders}, upstream: api, verify: [firebase], limited_use: true}
-  - {name: payments, match: {path_prefix: /api/payments}, upstream: api, verify: [firebase]}
-  - {name: catalog, match: {path_prefix: /api/catalog}, upstream: api, verify: [firebase], mode: monitor}
+  - {name: transfers, match: {path_prefix: /api/transfers/}, upstream: api, verify: [ios]}
+  - {name: orders, match: {path_prefix: /api/orders/}, upstream: api, verify: [firebase], limited_use: true}
+  - {name: payments, match: {path_prefix: /api/payments/}, upstream: api, verify: [firebase]}
+  - {name: catalog, match: {path_prefix: /api/catalog/}, upstream: api, verify: [firebase], mode: monitor}
   - {name: public, match: {path_prefix: /}, upstream: api, verify: []}
 YAML
 
@@ -81,28 +81,28 @@ PY
 )
 
 step "3. a valid App Check token: forwarded without the token, with the verdict headers"
-call -X POST http://127.0.0.1:18080/api/payments -H "X-Firebase-AppCheck: $token" -d '{"amount":42}'
+call -X POST http://127.0.0.1:18080/api/payments/charge -H "X-Firebase-AppCheck: $token" -d '{"amount":42}'
 
 step "4. no token: 401 missing_token, the upstream never sees the request"
-call -X POST http://127.0.0.1:18080/api/payments -d '{"amount":42}'
+call -X POST http://127.0.0.1:18080/api/payments/charge -d '{"amount":42}'
 
 step "4b. the same two over HTTP/2 (h2c prior knowledge here; over TLS, ALPN h2): the same answers"
 curl -s --http2-prior-knowledge -o /dev/null -w '  -> HTTP/%{http_version} %{http_code} with the token\n' \
-  -X POST http://127.0.0.1:18080/api/payments -H "X-Firebase-AppCheck: $token" -d '{"amount":42}'
+  -X POST http://127.0.0.1:18080/api/payments/charge -H "X-Firebase-AppCheck: $token" -d '{"amount":42}'
 curl -s --http2-prior-knowledge -w '  (HTTP/%{http_version} %{http_code} without it)\n' \
-  -X POST http://127.0.0.1:18080/api/payments -d '{"amount":42}' | sed 's/^/  -> /'
+  -X POST http://127.0.0.1:18080/api/payments/charge -d '{"amount":42}' | sed 's/^/  -> /'
 
 step "5. an expired token: 401 expired"
-call -X POST http://127.0.0.1:18080/api/payments -H "X-Firebase-AppCheck: $expired" -d '{}'
+call -X POST http://127.0.0.1:18080/api/payments/charge -H "X-Firebase-AppCheck: $expired" -d '{}'
 
 step "6. a forged token (claims changed, signature kept): 401 bad_signature"
-call -X POST http://127.0.0.1:18080/api/payments -H "X-Firebase-AppCheck: $forged" -d '{}'
+call -X POST http://127.0.0.1:18080/api/payments/charge -H "X-Firebase-AppCheck: $forged" -d '{}'
 
 step "6b. limited use (route 'orders'): a limited-use token is accepted once, then token_replayed"
 once=$("$BIN" dev token --issuer http://127.0.0.1:13100 --limited-use)
-call -X POST http://127.0.0.1:18080/api/orders -H "X-Firebase-AppCheck: $once" -d '{}'
-call -X POST http://127.0.0.1:18080/api/orders -H "X-Firebase-AppCheck: $once" -d '{}'
-call -X POST http://127.0.0.1:18080/api/orders -H "X-Firebase-AppCheck: $token" -d '{}'
+call -X POST http://127.0.0.1:18080/api/orders/new -H "X-Firebase-AppCheck: $once" -d '{}'
+call -X POST http://127.0.0.1:18080/api/orders/new -H "X-Firebase-AppCheck: $once" -d '{}'
+call -X POST http://127.0.0.1:18080/api/orders/new -H "X-Firebase-AppCheck: $token" -d '{}'
 
 step "6c. App Attest: a (simulated) device registers its key — challenge, then attestation (verified to the root)"
 challenge=$(curl -s -X POST http://127.0.0.1:18080/.attest/ios/challenge)
@@ -120,15 +120,15 @@ printf '{"to":"alice","amount":10}' > "$tmp/body.json"
 aa_headers() {  # curl -H arguments from one `dev appattest assert` JSON line
   python3 -c 'import json,sys; [print("-H\n%s: %s" % kv) for kv in json.loads(sys.argv[1]).items()]' "$1"
 }
-line=$("$BIN" dev appattest assert --dir "$tmp/device" --method POST --target /api/transfers --body-file "$tmp/body.json")
+line=$("$BIN" dev appattest assert --dir "$tmp/device" --method POST --target /api/transfers/send --body-file "$tmp/body.json")
 mapfile -t h < <(aa_headers "$line")
-call -X POST http://127.0.0.1:18080/api/transfers "${h[@]}" --data-binary @"$tmp/body.json"
+call -X POST http://127.0.0.1:18080/api/transfers/send "${h[@]}" --data-binary @"$tmp/body.json"
 echo "  the same assertion replayed (counter not increasing):"
-call -X POST http://127.0.0.1:18080/api/transfers "${h[@]}" --data-binary @"$tmp/body.json"
+call -X POST http://127.0.0.1:18080/api/transfers/send "${h[@]}" --data-binary @"$tmp/body.json"
 echo "  a fresh assertion, but the body changed on the way (amount 10 -> 1000):"
-line=$("$BIN" dev appattest assert --dir "$tmp/device" --method POST --target /api/transfers --body-file "$tmp/body.json")
+line=$("$BIN" dev appattest assert --dir "$tmp/device" --method POST --target /api/transfers/send --body-file "$tmp/body.json")
 mapfile -t h < <(aa_headers "$line")
-call -X POST http://127.0.0.1:18080/api/transfers "${h[@]}" -d '{"to":"alice","amount":1000}'
+call -X POST http://127.0.0.1:18080/api/transfers/send "${h[@]}" -d '{"to":"alice","amount":1000}'
 
 step "7. monitor mode (route 'catalog'): never rejects, tells the upstream the verdict"
 call http://127.0.0.1:18080/api/catalog/items -H "X-Firebase-AppCheck: $expired"
@@ -144,6 +144,16 @@ s.sendall(b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encodin
 reply = s.recv(4096).decode()
 print("  ->", reply.split("\r\n")[0], reply.split("\r\n\r\n", 1)[-1])
 PY
+
+step "9b. the same protected path spelled differently is judged as the path a decoding upstream would serve"
+for p in '/%61pi/payments/charge' '//api/payments/charge' '/x/../api/payments/charge' '/api/./payments/charge'; do
+  echo "  POST $p without a token:"
+  call -X POST --path-as-is "http://127.0.0.1:18080$p" -d '{}'
+done
+echo "  spellings servers read differently are refused (encoded slash, path parameter, .. above the root):"
+for p in '/api%2Fpayments/charge' '/api;x/payments/charge' '/../api/payments/charge'; do
+  call -X POST --path-as-is "http://127.0.0.1:18080$p" -d '{}'
+done
 
 step "10. the access log: one JSON line per request with verdict and reason — never a token or a query string"
 sleep 0.2

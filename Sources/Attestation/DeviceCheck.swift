@@ -60,6 +60,8 @@ public final class DeviceCheckVerifier: Sendable {
     /// `subject_binding.header`, when the bit0 binding flow is on.
     public let subjectHeader: String?
     public let auth: AppleAuthToken
+    /// `replay_window`: on `limited_use` routes, how long a consumed device token's hash is kept.
+    public let replayWindowSeconds: Int64
     /// POSTs JSON to `path` (e.g. `/v1/validate_device_token`) with the `Authorization` value; nil on a transport
     /// failure or timeout.
     public typealias Post = @Sendable (_ path: String, _ authorization: String, _ body: [UInt8]) -> AppleResponse?
@@ -70,8 +72,9 @@ public final class DeviceCheckVerifier: Sendable {
     public static let maxTokenBytes = 8 * 1024
 
     public init(name: String, teamID: String, headerName: String, subjectHeader: String?, auth: AppleAuthToken,
-                retryDelayMillis: UInt32 = 100, post: @escaping Post) {
+                replayWindowSeconds: Int64 = 24 * 3600, retryDelayMillis: UInt32 = 100, post: @escaping Post) {
         self.name = name
+        self.replayWindowSeconds = replayWindowSeconds
         self.teamID = teamID
         self.headerName = headerName
         self.subjectHeader = subjectHeader
@@ -82,6 +85,9 @@ public final class DeviceCheckVerifier: Sendable {
 
     /// Where subjects bound through bit0 are recorded (as their SHA-256, never in clear).
     public var subjectNamespace: String { "devicecheck-subject:" + teamID }
+
+    /// Where device tokens accepted on `limited_use` routes are recorded (as their SHA-256).
+    public var replayNamespace: String { "devicecheck-token:" + teamID }
 
     /// The whole flow for one request. `log` receives operator errors (our key or token refused by Apple).
     public func check(deviceToken: String, subject: String?, now: Int64, store: (any AttestationStateStore)?,

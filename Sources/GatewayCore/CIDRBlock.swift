@@ -18,7 +18,9 @@ public struct CIDRBlock: Sendable, Equatable, CustomStringConvertible {
         let bits = bytes.count * 8
         var prefix = bits
         if parts.count == 2 {
-            guard let p = Int(parts[1]), p >= 0, p <= bits, !parts[1].hasPrefix("+"), parts[1].count <= 3 else { return nil }
+            // Digits only: Int("+8") and Int("-0") parse, but no one means a signed prefix length.
+            guard !parts[1].isEmpty, parts[1].count <= 3, parts[1].utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }),
+                  let p = Int(parts[1]), p <= bits else { return nil }
             prefix = p
         }
         guard Self.mask(bytes, prefix) == bytes else { return nil }

@@ -50,6 +50,23 @@ public struct SocketAddress: Sendable, CustomStringConvertible {
         return buf.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
     }
 
+    /// The address in network order: 4 bytes (IPv4) or 16 (IPv6); empty for another family.
+    public var addressBytes: [UInt8] {
+        var copy = storage
+        return withUnsafePointer(to: &copy) { p in
+            if family == AF_INET {
+                return p.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { sin in
+                    withUnsafeBytes(of: sin.pointee.sin_addr) { Array($0) }
+                }
+            } else if family == AF_INET6 {
+                return p.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { sin6 in
+                    withUnsafeBytes(of: sin6.pointee.sin6_addr) { Array($0) }
+                }
+            }
+            return []
+        }
+    }
+
     public var port: UInt16 {
         var copy = storage
         return withUnsafePointer(to: &copy) { p in

@@ -7,20 +7,66 @@ import StateStore
 /// cache or the store, the signature is checked on the loop, and the counter advances atomically in the store —
 /// only then does the upstream see the request.
 extension DownstreamConnection {
+    /// The key first (cache, else the store off the loop, the body still unread), then the body: an unknown key id
+    /// is refused at once, so made-up key ids cannot make the gateway hold bodies (memory) for nothing.
     func startAppAttest(_ head: HTTP1RequestHead, route: CompiledRoute, plan: RouteVerification, verifier i: Int,
                         _ presented: AppAttestPresentation) {
         exchange.pendingAttest = (i, presented)
-        if exchange.heldBody == nil {
-            exchange.heldBody = HeldBody()
-            if !exchange.requestDone {
-                if case .contentLength(let n) = head.framing, n > route.maxBodyBytes {
-                    respondLocal(.payloadTooLarge(), close: true)
-                    return
+        guard let state = gen.runtime.state else {
+            respondLocal(.verifierUnavailable(), close: true)
+            return
+        }
+        if let entry = state.appAttestKeys.get(presented.keyID) {
+            keyFound(entry, head: head, route: route)
+            return
+        }
+        exchange.awaitingState = true
+        deadline = 0
+        let keyID = presented.keyID
+        state.call("appattest_key", loop: worker.loop, owner: self, { store in
+            Result { () throws(StateStoreError) -> (AttestedKeyRecord, Int?)? in
+                guard let key = try store.key(id: keyID) else { return nil }
+                return (key, try store.receipt(keyID: keyID)?.riskMetric)
+            }
+        }) { conn, result in
+            guard !conn.closed, conn.exchange.awaitingState else { return }
+            conn.exchange.awaitingState = false
+            switch result {
+            case .success(let (record, riskMetric)?):
+                if let entry = state.appAttestKeys.put(record, riskMetric: riskMetric), let head = conn.exchange.head {
+                    conn.keyFound(entry, head: head, route: conn.gen.routes[conn.exchange.routeIndex])
+                } else {
+                    conn.appAttestFinished(.rejected(.badAssertion))   // a stored key that is not a P-256 point
                 }
+            case .success(nil): conn.appAttestFinished(.rejected(.unknownKeyID))
+            case .failure: conn.appAttestFinished(.rejected(.stateUnavailable))
+            }
+            conn.resumeAfterStateWork()
+        }
+    }
+
+    /// The key is known: hold the body (the request binding signs its hash) within the process-wide budget.
+    private func keyFound(_ entry: AppAttestKeyCache.Entry, head: HTTP1RequestHead, route: CompiledRoute) {
+        exchange.attestKey = entry
+        if exchange.heldBody == nil {
+            let held = HeldBody(budget: gen.runtime.heldBodies)
+            if !exchange.requestDone {
+                if case .contentLength(let n) = head.framing {
+                    if n > route.maxBodyBytes {
+                        respondLocal(.payloadTooLarge(), close: true)
+                        return
+                    }
+                    guard held.reserve(total: n) else {
+                        respondLocal(.overloaded(), close: true)
+                        return
+                    }
+                }
+                exchange.heldBody = held
                 sendContinueIfExpected(head)
                 setDeadline(worker.loop.now + worker.idleTimeout)
                 return   // `process` reads the body into `heldBody`, then calls `heldBodyComplete`
             }
+            exchange.heldBody = held
         }
         appAttestBodyReady()
     }
@@ -42,40 +88,13 @@ extension DownstreamConnection {
         return (head, route, plan, i, verifier, presented)
     }
 
-    /// The body is complete: find the key (cache, else the store off the loop).
+    /// The body is complete and the key known: check the assertion.
     private func appAttestBodyReady() {
-        guard let ctx = appAttestContext, let state = gen.runtime.state else {
+        guard let entry = exchange.attestKey else {
             respondLocal(.verifierUnavailable(), close: true)
             return
         }
-        if let entry = state.appAttestKeys.get(ctx.presented.keyID) {
-            checkAssertion(with: entry)
-            return
-        }
-        exchange.awaitingState = true
-        deadline = 0
-        let keyID = ctx.presented.keyID
-        state.call("appattest_key", loop: worker.loop, owner: self, { store in
-            Result { () throws(StateStoreError) -> (AttestedKeyRecord, Int?)? in
-                guard let key = try store.key(id: keyID) else { return nil }
-                return (key, try store.receipt(keyID: keyID)?.riskMetric)
-            }
-        }) { conn, result in
-            guard !conn.closed, conn.exchange.awaitingState else { return }
-            conn.exchange.awaitingState = false
-            switch result {
-            case .success(let (record, riskMetric)?):
-                state.appAttestKeys.setRiskMetric(record.keyID, riskMetric)
-                if let entry = state.appAttestKeys.put(record) {
-                    conn.checkAssertion(with: entry)
-                } else {
-                    conn.appAttestFinished(.rejected(.badAssertion))   // a stored key that is not a P-256 point
-                }
-            case .success(nil): conn.appAttestFinished(.rejected(.unknownKeyID))
-            case .failure: conn.appAttestFinished(.rejected(.stateUnavailable))
-            }
-            conn.resumeAfterStateWork()
-        }
+        checkAssertion(with: entry)
     }
 
     /// Signature, app, environment and extension policy on the loop; then the counter (and the challenge) in the store.
@@ -94,7 +113,8 @@ extension DownstreamConnection {
                 clientData = ctx.head.bytes.withUnsafeBytes { raw in
                     AppAttestVerifier.requestClientData(
                         method: UnsafeRawBufferPointer(rebasing: raw[ctx.head.method]),
-                        target: UnsafeRawBufferPointer(rebasing: raw[ctx.head.target]),
+                        // As the client sent it (for an absolute-form target: its path and query), not the canonical form.
+                        target: HeaderFilter.originForm(UnsafeRawBufferPointer(rebasing: raw[ctx.head.target])),
                         timestamp: ctx.presented.timestamp, bodySHA256: held.finishDigest())
                 }
             }
@@ -107,8 +127,10 @@ extension DownstreamConnection {
             return
         case .success(let v): verified = v
         }
-        let riskMetric = state.appAttestKeys.riskMetric(key.keyID)
+        // The metric as the cache has it now (the refresher may have updated it since the key was looked up).
+        let riskMetric = state.appAttestKeys.get(key.keyID)?.riskMetric ?? entry.riskMetric
         if let max = ctx.route.maxRiskMetric, let riskMetric, riskMetric > max {
+            exchange.refusedRiskMetric = riskMetric
             appAttestFinished(.rejected(.riskTooHigh))
             return
         }
@@ -146,6 +168,7 @@ extension DownstreamConnection {
     private func appAttestFinished(_ outcome: VerifierOutcome) {
         guard let ctx = appAttestContext else { return }
         exchange.pendingAttest = nil
+        exchange.attestKey = nil
         resumeVerification(outcome, verifier: ctx.index)
     }
 

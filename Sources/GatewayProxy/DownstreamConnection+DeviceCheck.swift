@@ -1,5 +1,6 @@
 import Attestation
 import Dispatch
+import GatewayCrypto
 import Observability
 
 /// DeviceCheck on a route: the calls to Apple (and the subject record) run on a worker thread, so a slow Apple
@@ -25,7 +26,9 @@ extension DownstreamConnection {
                 guard !conn.closed, conn.exchange.awaitingState else { return }
                 conn.exchange.awaitingState = false
                 switch outcome {
-                case .passed(let bit0, let bit1): conn.resumeVerification(.passed(.deviceCheck(bit0: bit0, bit1: bit1)), verifier: i)
+                case .passed(let bit0, let bit1):
+                    let hash = SHA256Hasher.hash(Array(token.utf8))
+                    conn.resumeVerification(.passed(.deviceCheck(bit0: bit0, bit1: bit1, tokenHash: hash)), verifier: i)
                 case .rejected(let status): conn.resumeVerification(.rejected(status), verifier: i)
                 }
                 conn.resumeAfterStateWork()

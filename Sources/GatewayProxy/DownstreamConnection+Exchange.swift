@@ -6,6 +6,8 @@ import GatewayPosix
 import HTTP1
 import Attestation
 import Observability
+import GatewayCrypto
+import StateStore
 
 extension DownstreamConnection {
     // MARK: parsing requests
@@ -113,19 +115,28 @@ extension DownstreamConnection {
         let runtime = worker.current.runtime
         var registration: (action: RegistrationEndpoints.Action, verifier: AppAttestVerifier)? = nil
         var forwardAuth = false
-        let routeIndex: Int? = head.bytes.withUnsafeBytes { raw in
-            let path = HeaderFilter.path(of: UnsafeRawBufferPointer(rebasing: raw[head.target]))
-            if !runtime.registration.isEmpty, let endpoint = runtime.registration.match(path: path) {
-                registration = endpoint
-                return nil
+        let target = head.bytes.withUnsafeBytes { raw in
+            RequestTarget.resolve(head, raw, options: runtime.pathOptions)
+        }
+        let routeIndex: Int? = target.flatMap { target in
+            exchange.canonicalTarget = target.canonical
+            exchange.authority = target.authority
+            return withRoutingPath { path in
+                if !runtime.registration.isEmpty, let endpoint = runtime.registration.match(path: path) {
+                    registration = endpoint
+                    return nil
+                }
+                if let fa = runtime.forwardAuthPath, Bytes.hasPrefix(path, fa),
+                   path.count == fa.count || path[fa.count] == UInt8(ascii: "/") {
+                    forwardAuth = true
+                    return nil
+                }
+                return head.bytes.withUnsafeBytes { raw in
+                    runtime.routes.match(method: UnsafeRawBufferPointer(rebasing: raw[head.method]),
+                                         host: exchange.effectiveHost.map { UnsafeRawBufferPointer(rebasing: raw[$0]) },
+                                         path: path)
+                }
             }
-            if let fa = runtime.forwardAuthPath, Bytes.hasPrefix(path, fa),
-               path.count == fa.count || path[fa.count] == UInt8(ascii: "/") {
-                forwardAuth = true
-                return nil
-            }
-            return runtime.routes.match(method: UnsafeRawBufferPointer(rebasing: raw[head.method]),
-                                        host: head.host.map { UnsafeRawBufferPointer(rebasing: raw[$0]) }, path: path)
         }
         phase = .forwarding
         if !hasBody {
@@ -139,6 +150,11 @@ extension DownstreamConnection {
         }
         if forwardAuth, let fa = runtime.forwardAuthPath {
             beginForwardAuth(head, prefixLength: fa.count)
+            return
+        }
+        guard target != nil else {
+            // Servers would read this target differently: refuse it rather than route one reading and serve another.
+            respondLocal(.ambiguousPath(), close: hasBody || !head.keepAlive)
             return
         }
         guard let routeIndex else {
@@ -180,56 +196,115 @@ extension DownstreamConnection {
     /// The verifiers have decided: reject (enforce mode), run the replay check, or forward.
     func verificationDecided(_ head: HTTP1RequestHead, route: CompiledRoute, plan: RouteVerification,
                              _ decision: VerificationDecision) {
-        exchange.verifierMetric = decision.verifierIndex.map { plan.metricIDs[$0] } ?? -1
-        exchange.verdict = decision.accessLogVerdict
-        exchange.reason = decision.status
-        if case .verifiedUnchecked(_, _, let reason) = decision { exchange.reason = reason }
+        noteDecision(plan, decision)
         let unreadBody = !exchange.requestDone
         if !plan.monitor, let status = decision.status {
-            respondLocal(.rejected(status), close: unreadBody || !head.keepAlive)
+            respondLocal(.rejected(status, schemes: plan.schemes(for: decision)), close: unreadBody || !head.keepAlive)
             return
         }
         if case .contentLength(let n) = head.framing, n > route.maxBodyBytes {
             respondLocal(.payloadTooLarge(), close: true)
             return
         }
-        if plan.limitedUse, case .verified(let i, .appCheck(let token)) = decision, case .appCheck(let verifier) = plan.verifiers[i] {
-            checkReplay(head, route: route, plan: plan, verifier: i, policy: verifier.policy, token: token)
+        if plan.limitedUse, case .verified(let decider, let token) = decision {
+            // Every limited-use credential that passed counts: with any-of the one that decided, with require_all
+            // each one — otherwise a reusable second credential would carry a spent first one along.
+            let passed = plan.requireAll ? exchange.progress.passes : [(decider, token)]
+            switch consumables(plan, passed) {
+            case .failure(let failed):
+                replayOutcome(head, route: route, plan: plan, failed.decision)
+            case .success(let requests) where requests.isEmpty:
+                forward(head, route: route, decision: decision)
+            case .success(let requests):
+                checkReplay(head, route: route, plan: plan, decision: decision, requests)
+            }
             return
         }
         forward(head, route: route, decision: decision)
     }
 
-    /// Limited use: the verified token's `jti` must be new; it is consumed (atomically, off the loop) only now that
-    /// every other check has passed, so a forged token can never burn a genuine jti.
-    private func checkReplay(_ head: HTTP1RequestHead, route: CompiledRoute, plan: RouteVerification, verifier i: Int,
-                             policy: AppCheckPolicy, token: VerifiedAppCheckToken) {
-        let hasBody = head.framing != .none
-        guard let jti = token.tokenID, !jti.isEmpty else {
-            replayOutcome(head, route: route, plan: plan, .failed(verifier: i, status: .missingJTI))
-            return
+    /// The access log's and metrics' view of a decision.
+    private func noteDecision(_ plan: RouteVerification, _ decision: VerificationDecision) {
+        exchange.verifierMetric = decision.verifierIndex.map { plan.metricIDs[$0] } ?? -1
+        exchange.verdict = decision.accessLogVerdict
+        exchange.reason = decision.status
+        if case .verifiedUnchecked(_, _, let reason) = decision { exchange.reason = reason }
+    }
+
+    /// What limited use consumes for the passed credentials: an App Check token's `jti` (per project, until `exp`
+    /// + skew), a DeviceCheck token's SHA-256 (per team, for `replay_window`). An App Check token without a jti
+    /// fails the request (`missing_jti`); App Attest needs nothing here (its counter already refuses a replay).
+    private func consumables(_ plan: RouteVerification, _ passed: [(verifier: Int, token: PassedToken)])
+        -> Result<[(verifier: Int, request: ConsumeRequest)], VerificationDecisionFailure> {
+        var out: [(verifier: Int, request: ConsumeRequest)] = []
+        let now = worker.unixNow()
+        for (i, token) in passed {
+            switch (plan.verifiers[i], token) {
+            case (.appCheck(let verifier), .appCheck(let t)):
+                guard let jti = t.tokenID, !jti.isEmpty else {
+                    return .failure(VerificationDecisionFailure(decision: .failed(verifier: i, status: .missingJTI)))
+                }
+                out.append((i, ConsumeRequest(namespace: verifier.policy.projectNumber, key: jti,
+                                              expiresAt: t.expiresAt + verifier.policy.clockSkewSeconds)))
+            case (.deviceCheck(let verifier), .deviceCheck(_, _, let hash)):
+                out.append((i, ConsumeRequest(namespace: verifier.replayNamespace, key: hexString(hash),
+                                              expiresAt: now + verifier.replayWindowSeconds)))
+            default:
+                continue
+            }
         }
+        return .success(out)
+    }
+
+    /// Limited use: each credential must be new; all are consumed (atomically each, off the loop) only now that
+    /// every other check has passed, so a forged token can never burn a genuine one. The request goes on only if
+    /// every one was unseen.
+    private func checkReplay(_ head: HTTP1RequestHead, route: CompiledRoute, plan: RouteVerification,
+                             decision: VerificationDecision, _ requests: [(verifier: Int, request: ConsumeRequest)]) {
+        let hasBody = head.framing != .none
         guard let state = gen.runtime.state else {
             respondLocal(.verifierUnavailable(), close: hasBody || !head.keepAlive)
             return
         }
         exchange.awaitingState = true
         deadline = 0
-        state.consume(namespace: policy.projectNumber, key: jti, expiresAt: token.expiresAt + policy.clockSkewSeconds,
-                      now: worker.unixNow(), loop: worker.loop, owner: self) { conn, result in
+        let verifiers = requests.map(\.verifier)
+        let finish: (DownstreamConnection, [Result<Bool, StateStoreError>]) -> Void = { conn, results in
             guard !conn.closed, conn.exchange.awaitingState else { return }
             conn.exchange.awaitingState = false
-            let decision: VerificationDecision
-            switch result {
-            case .success(true): decision = .verified(verifier: i, token: .appCheck(token))
-            case .success(false): decision = .failed(verifier: i, status: .tokenReplayed)
-            case .failure:
-                decision = state.allowWhenUnavailable
-                    ? .verifiedUnchecked(verifier: i, token: .appCheck(token), reason: .stateUnavailable)
-                    : .failed(verifier: i, status: .stateUnavailable)
+            var outcome = decision
+            for (k, result) in results.enumerated() {
+                switch result {
+                case .success(true): continue
+                case .success(false): outcome = .failed(verifier: verifiers[k], status: .tokenReplayed)
+                case .failure:
+                    if state.allowWhenUnavailable, case .verified(let i, let token) = outcome {
+                        outcome = .verifiedUnchecked(verifier: i, token: token, reason: .stateUnavailable)
+                        continue
+                    }
+                    if case .verifiedUnchecked = outcome { continue }
+                    outcome = .failed(verifier: verifiers[k], status: .stateUnavailable)
+                }
+                if case .failed = outcome { break }
             }
-            conn.replayOutcome(head, route: route, plan: plan, decision)
+            conn.replayOutcome(head, route: route, plan: plan, outcome)
             conn.resumeAfterStateWork()
+        }
+        if requests.count == 1, let only = requests.first?.request {
+            // The common case joins the loop's batch of consumes (one SQLite commit for many requests).
+            state.consume(namespace: only.namespace, key: only.key, expiresAt: only.expiresAt, now: worker.unixNow(),
+                          loop: worker.loop, owner: self) { conn, result in finish(conn, [result]) }
+            return
+        }
+        let batch = requests.map(\.request)
+        let now = worker.unixNow()
+        state.call("consume_all", loop: worker.loop, owner: self, { store -> Result<[Result<Bool, StateStoreError>], StateStoreError> in
+            .success(store.consumeOnce(batch: batch, now: now))
+        }) { conn, result in
+            switch result {
+            case .success(let results): finish(conn, results)
+            case .failure(let e): finish(conn, Array(repeating: .failure(e), count: batch.count))
+            }
         }
     }
 
@@ -241,12 +316,10 @@ extension DownstreamConnection {
 
     private func replayOutcome(_ head: HTTP1RequestHead, route: CompiledRoute, plan: RouteVerification,
                                _ decision: VerificationDecision) {
-        exchange.verifierMetric = decision.verifierIndex.map { plan.metricIDs[$0] } ?? -1
-        exchange.verdict = decision.accessLogVerdict
-        exchange.reason = decision.status
-        if case .verifiedUnchecked(_, _, let reason) = decision { exchange.reason = reason }
+        noteDecision(plan, decision)
         if !plan.monitor, let status = decision.status {
-            respondLocal(.rejected(status), close: head.framing != .none || !head.keepAlive)
+            respondLocal(.rejected(status, schemes: plan.schemes(for: decision)),
+                         close: head.framing != .none || !head.keepAlive)
             return
         }
         forward(head, route: route, decision: decision)
@@ -272,17 +345,27 @@ extension DownstreamConnection {
                 let scratch = worker.scratch
                 scratch.clear()
                 plan.appendVerdictHeaders(decision, to: scratch)
+                if case .failed = decision, let metric = exchange.refusedRiskMetric {
+                    // Monitor mode, max_risk_metric exceeded: the upstream sees the metric that would have refused it.
+                    scratch.append("X-Attest-Risk-Metric: " as StaticString)
+                    scratch.appendDecimal(metric)
+                    scratch.append("\r\n" as StaticString)
+                }
                 HeaderFilter.appendUpstreamRequestHead(head, basePath: pool.target.basePath, clientAddress: clientAddress,
                                                        strip: plan.stripTokenHeaders ? plan.tokenHeaders : [],
-                                                       extra: scratch.readable, requestID: id, https: https, to: up.outBuf)
+                                                       extra: scratch.readable, requestID: id, https: https,
+                                                       target: exchange.canonicalTarget, authority: exchange.authority,
+                                                       trustedPeer: trustedPeer, to: up.outBuf)
             } else {
                 HeaderFilter.appendUpstreamRequestHead(head, basePath: pool.target.basePath, clientAddress: clientAddress,
-                                                       requestID: id, https: https, to: up.outBuf)
+                                                       requestID: id, https: https, target: exchange.canonicalTarget,
+                                                       authority: exchange.authority, trustedPeer: trustedPeer, to: up.outBuf)
             }
         }
         if let held = exchange.heldBody {
             // The body was read to verify it: send it now, in the framing the upstream was told.
             exchange.heldBody = nil
+            defer { held.dropBytes(); exchange.forwardedHeldBody = held }
             if exchange.requestChunked {
                 held.bytes.withUnsafeBytes { up.outBuf.appendChunk($0) }
                 up.outBuf.appendLastChunk()
@@ -324,7 +407,12 @@ extension DownstreamConnection {
             return
         }
         if let held = exchange.heldBody {
-            held.append(bytes)
+            guard held.append(bytes) else {
+                // Over the process-wide budget for held bodies: refuse this one rather than run out of memory.
+                abortUpstream()
+                respondLocal(.overloaded(), close: true)
+                return
+            }
             return
         }
         guard let up = exchange.upstream else { return }
@@ -450,7 +538,7 @@ extension DownstreamConnection {
         let close = closeConnection || exchange.closeAfter || (exchange.head.map { !$0.keepAlive } ?? true) || worker.draining
         exchange.closeAfter = close
         exchange.status = response.status
-        response.append(to: outBuf, close: close, keepAlive10: isHTTP10 && !close)
+        response.append(to: outBuf, close: close, keepAlive10: isHTTP10 && !close, date: worker.httpDate.value(at: worker.unixNow()))
         finishExchange()
     }
 
@@ -497,13 +585,16 @@ extension DownstreamConnection {
         let verdict = exchange.verdict.text
         withRequestID { id in
             if let head = exchange.head {
-                head.bytes.withUnsafeBytes { raw in
-                    log.record(time: exchange.startMicros, route: routeName,
-                               method: UnsafeRawBufferPointer(rebasing: raw[head.method]),
-                               path: HeaderFilter.path(of: UnsafeRawBufferPointer(rebasing: raw[head.target])),
-                               status: status, upstreamStatus: exchange.upstreamStatus, bytesIn: exchange.bytesIn,
-                               bytesOut: bytesOut, verdict: verdict, reason: exchange.reason?.code, requestID: id,
-                               protocol: stream != nil ? "HTTP/2" : head.version == .http10 ? "HTTP/1.0" : "HTTP/1.1")
+                // The path as routed (canonical), so the log says what was judged and forwarded.
+                withRoutingPath { path in
+                    head.bytes.withUnsafeBytes { raw in
+                        log.record(time: exchange.startMicros, route: routeName,
+                                   method: UnsafeRawBufferPointer(rebasing: raw[head.method]),
+                                   path: path,
+                                   status: status, upstreamStatus: exchange.upstreamStatus, bytesIn: exchange.bytesIn,
+                                   bytesOut: bytesOut, verdict: verdict, reason: exchange.reason?.code, requestID: id,
+                                   protocol: stream != nil ? "HTTP/2" : head.version == .http10 ? "HTTP/1.0" : "HTTP/1.1")
+                    }
                 }
             } else {
                 let dash: StaticString = "-"

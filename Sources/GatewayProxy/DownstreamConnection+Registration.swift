@@ -20,7 +20,12 @@ extension DownstreamConnection {
             respondLocal(.payloadTooLarge(), close: true)
             return
         }
-        exchange.heldBody = HeldBody()
+        let held = HeldBody(budget: gen.runtime.heldBodies)
+        if case .contentLength(let n) = head.framing, !held.reserve(total: n) {
+            respondLocal(.overloaded(), close: !exchange.requestDone || !head.keepAlive)
+            return
+        }
+        exchange.heldBody = held
         if !exchange.requestDone {
             sendContinueIfExpected(head)
             setDeadline(worker.loop.now + worker.idleTimeout)
@@ -142,7 +147,7 @@ extension DownstreamConnection {
             conn.exchange.awaitingState = false
             switch result {
             case .success(true):
-                state.appAttestKeys.put(record)
+                state.appAttestKeys.put(record, riskMetric: receipt.riskMetric)
                 conn.exchange.verdict = .verified
                 conn.exchange.verifierMetric = MetricNames.shared.id(verifier.name)
                 conn.registrationAnswer(.json(status: 201, "Created",

@@ -60,6 +60,8 @@ final class DownstreamConnection: LoopHandler {
 
     /// The request arrived over TLS (X-Forwarded-Proto https).
     let https: Bool
+    /// The peer is one of the listener's `trusted_proxies`: its forwarding headers are kept and appended to.
+    let trustedPeer: Bool
     /// HTTP/2 on this connection's socket, once negotiated.
     private(set) var mux: H2Mux? = nil
     /// A plaintext `http2: true` listener, before the first request: the h2c preface may still come.
@@ -75,11 +77,13 @@ final class DownstreamConnection: LoopHandler {
     /// stream, the body nghttp2 has not taken yet).
     var pendingOutput: Int { outBuf.readableBytes + (cipherOut?.readableBytes ?? 0) + (stream?.queuedBytes ?? 0) }
 
-    init(fd: Int32, worker: ProxyWorker, clientAddress: [UInt8], tls: TLSSession? = nil, http2: Bool = false) {
+    init(fd: Int32, worker: ProxyWorker, clientAddress: [UInt8], tls: TLSSession? = nil, http2: Bool = false,
+         trustedPeer: Bool = false) {
         self.fd = fd
         self.worker = worker
         self.clientAddress = clientAddress
         self.tls = tls
+        self.trustedPeer = trustedPeer
         https = tls != nil
         h2cPossible = http2 && tls == nil
         alpnPending = http2 && tls != nil
@@ -98,6 +102,7 @@ final class DownstreamConnection: LoopHandler {
         clientAddress = owner.clientAddress
         tls = nil
         https = owner.https
+        trustedPeer = owner.trustedPeer
         h2cPossible = false
         alpnPending = false
         self.stream = stream

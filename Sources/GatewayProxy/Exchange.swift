@@ -1,10 +1,15 @@
 import Attestation
 import GatewayCrypto
 import HTTP1
+import Synchronization
 
 /// The state of the request a client connection is serving now (one at a time; pipelined ones wait).
 struct Exchange {
     var head: HTTP1RequestHead? = nil
+    /// The canonical target when it differs from the one sent (routed on, forwarded, logged).
+    var canonicalTarget: [UInt8]? = nil
+    /// An absolute-form target's authority (range into `head.bytes`), which wins over Host.
+    var authority: Range<Int>? = nil
     /// The configuration this request started on (a reload does not change it under the request).
     var generation: LoopGeneration? = nil
     var routeIndex = -1
@@ -40,6 +45,12 @@ struct Exchange {
     var progress = EvaluationProgress()
     /// The App Attest verifier waiting for the body, the key or the counter.
     var pendingAttest: (verifier: Int, presented: AppAttestPresentation)? = nil
+    /// Its key, looked up before the body is read (an unknown key is refused without reading it).
+    var attestKey: AppAttestKeyCache.Entry? = nil
+    /// The key's fraud metric when `max_risk_metric` refused it: monitor mode still tells the upstream.
+    var refusedRiskMetric: Int? = nil
+    /// A held body that was forwarded: its budget reservation lasts as long as the exchange.
+    var forwardedHeldBody: HeldBody? = nil
     /// `X-Request-Id` (the client's or generated), forwarded and logged.
     var requestID: RequestID? = nil
     /// The `MetricNames` id of the verifier whose verdict this is (-1: none ran or none decided).
@@ -52,18 +63,74 @@ struct Exchange {
     var registration: (action: RegistrationEndpoints.Action, verifier: AppAttestVerifier)? = nil
 }
 
-/// A request body kept in memory (bounded by the route's `max_body_bytes`) with its running SHA-256.
+/// A request body kept in memory (bounded by the route's `max_body_bytes`) with its running SHA-256. Its bytes
+/// count against the process-wide `limits.max_held_body_bytes` until it is gone (not when its bytes move on to the
+/// upstream's buffer: they are still in memory there until sent).
 final class HeldBody {
     private(set) var bytes: [UInt8] = []
     private let hasher = SHA256Hasher()
+    private let budget: HeldBodyBudget
+    /// Bytes reserved in `budget` (released in deinit).
+    private var reserved = 0
 
-    func append(_ chunk: UnsafeRawBufferPointer) {
+    init(budget: HeldBodyBudget) { self.budget = budget }
+
+    deinit { budget.release(reserved) }
+
+    /// Reserves room for `total` bytes at once (a declared content-length); false when the process is over budget.
+    func reserve(total: Int) -> Bool {
+        guard total > reserved else { return true }
+        guard budget.reserve(total - reserved) else { return false }
+        reserved = total
+        bytes.reserveCapacity(total)
+        return true
+    }
+
+    /// Appends a chunk; false (nothing appended) when it would take the process over budget.
+    func append(_ chunk: UnsafeRawBufferPointer) -> Bool {
+        let needed = bytes.count + chunk.count
+        if needed > reserved {
+            // Grow the reservation ahead of the array's own growth, so what is counted covers what is allocated.
+            let want = max(needed, min(reserved * 2, needed + 1024 * 1024))
+            guard budget.reserve(want - reserved) else { return false }
+            reserved = want
+        }
         bytes.append(contentsOf: chunk)
         hasher.update(chunk)
+        return true
     }
 
     /// SHA-256 of everything appended (call once, when the body is complete).
     func finishDigest() -> [UInt8] { hasher.finish() }
+
+    /// The bytes were copied on (to the upstream's buffer): free them, keep the reservation while that copy lives.
+    func dropBytes() { bytes = [] }
+}
+
+/// The process-wide bound on bytes held for body-bound verification (`limits.max_held_body_bytes`), shared by every
+/// loop and kept across reloads. Past it a request gets 503 `overloaded` instead of the process running out of memory.
+final class HeldBodyBudget: Sendable {
+    private let used = Atomic<Int>(0)
+    private let limit: Atomic<Int>
+
+    init(limit: Int) { self.limit = Atomic(limit) }
+
+    func setLimit(_ bytes: Int) { limit.store(bytes, ordering: .relaxed) }
+
+    var bytesHeld: Int { used.load(ordering: .relaxed) }
+
+    func reserve(_ n: Int) -> Bool {
+        let after = used.add(n, ordering: .relaxed).newValue
+        if after > limit.load(ordering: .relaxed) {
+            used.subtract(n, ordering: .relaxed)
+            return false
+        }
+        return true
+    }
+
+    func release(_ n: Int) {
+        if n > 0 { used.subtract(n, ordering: .relaxed) }
+    }
 }
 
 /// What the access log and the verification metrics say about a request.

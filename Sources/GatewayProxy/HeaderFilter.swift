@@ -9,6 +9,14 @@ enum FieldClass {
     /// Client-sent X-Attest-*: dropped so the upstream can trust the ones the gateway sets.
     case attest
     case xForwardedFor
+    /// X-Forwarded-Proto / X-Forwarded-Host: kept from a trusted proxy, else replaced by the gateway's.
+    case xForwardedProto
+    case xForwardedHost
+    /// Forwarded, X-Real-IP, X-Forwarded-Port, X-Forwarded-Prefix: kept from a trusted proxy, else dropped (a
+    /// client could otherwise pass for another address, scheme or mount point).
+    case forwardingChain
+    /// Host: replaced when an absolute-form target's authority routed the request.
+    case host
     case connection
 }
 
@@ -49,11 +57,18 @@ enum HeaderFilter {
             if n >= 6 && eqPrefixFolded(bytes, "proxy-") { return .drop }
         case UInt8(ascii: "e"):
             if n == 6 && eq(bytes, "expect") { return .drop }
+        case UInt8(ascii: "f"):
+            if n == 9 && eqFolded(bytes, "forwarded") { return .forwardingChain }
+        case UInt8(ascii: "h"):
+            if n == 4 && eq(bytes, "host") { return .host }
         case UInt8(ascii: "x"):
             if n >= 9 && eqPrefixFolded(bytes, "x-attest-") { return .attest }
             if n == 15 && eqFolded(bytes, "x-forwarded-for") { return .xForwardedFor }
-            if n == 17 && eqFolded(bytes, "x-forwarded-proto") { return .drop }
-            if n == 16 && eqFolded(bytes, "x-forwarded-host") { return .drop }
+            if n == 17 && eqFolded(bytes, "x-forwarded-proto") { return .xForwardedProto }
+            if n == 16 && eqFolded(bytes, "x-forwarded-host") { return .xForwardedHost }
+            if n == 16 && eqFolded(bytes, "x-forwarded-port") { return .forwardingChain }
+            if n == 18 && eqFolded(bytes, "x-forwarded-prefix") { return .forwardingChain }
+            if n == 9 && eqFolded(bytes, "x-real-ip") { return .forwardingChain }
             if n == 12 && eqFolded(bytes, "x-request-id") { return .drop }   // re-added as the exchange's id
         default:
             break
@@ -137,22 +152,36 @@ enum HeaderFilter {
     }
 
     /// Appends the request head for the upstream: request line (origin-form, base path prefixed), the client's
-    /// fields minus hop-by-hop / X-Attest-* / Expect / X-Forwarded-Proto/-Host, then X-Forwarded-* and framing.
+    /// fields minus hop-by-hop / X-Attest-* / Expect, then X-Forwarded-* and framing.
     /// `strip`: lower-case names of further fields to drop (token headers); `extra`: complete field lines to add
-    /// (the verdict headers).
+    /// (the verdict headers). `target`: the canonical target the request was routed on (nil: the one sent);
+    /// `authority`: an absolute-form target's authority, sent as Host. `trustedPeer`: the client is one of the
+    /// listener's `trusted_proxies`, so its forwarding headers are kept (and X-Forwarded-For appended to); from any
+    /// other client they are dropped and X-Forwarded-For/-Proto/-Host are the gateway's alone.
     static func appendUpstreamRequestHead(_ head: HTTP1RequestHead, basePath: [UInt8], clientAddress: [UInt8],
                                           strip: [[UInt8]] = [], extra: UnsafeRawBufferPointer? = nil,
-                                          requestID: UnsafeRawBufferPointer? = nil, https: Bool = false, to out: ByteBuffer) {
+                                          requestID: UnsafeRawBufferPointer? = nil, https: Bool = false,
+                                          target canonical: [UInt8]? = nil, authority: Range<Int>? = nil,
+                                          trustedPeer: Bool = false, to out: ByteBuffer) {
         head.bytes.withUnsafeBytes { raw in
-            let target = originForm(UnsafeRawBufferPointer(rebasing: raw[head.target]))
             out.append(UnsafeRawBufferPointer(rebasing: raw[head.method]))
             out.append(byte: UInt8(ascii: " "))
             if !basePath.isEmpty { out.append(basePath) }
-            out.append(target)
+            if let canonical {
+                out.append(canonical)
+            } else {
+                out.append(originForm(UnsafeRawBufferPointer(rebasing: raw[head.target])))
+            }
             out.append(" HTTP/1.1\r\n" as StaticString)
+            if let authority {
+                out.append("Host: " as StaticString)
+                out.append(UnsafeRawBufferPointer(rebasing: raw[authority]))
+                out.append("\r\n" as StaticString)
+            }
 
             let named = connectionNamed(raw, head.fields)
-            var forwardedFor: Range<Int>? = nil
+            var forwardedFor: [Range<Int>] = []
+            var sentProto = false, sentHost = false
             var sentContentLength = false
             for field in head.fields {
                 let name = UnsafeRawBufferPointer(rebasing: raw[field.name])
@@ -170,26 +199,41 @@ enum HeaderFilter {
                         }
                         continue
                     }
-                    if !named.isEmpty && isNamed(name, raw, named) { continue }
-                    if !strip.isEmpty && isStripped(name, strip) { continue }
-                    out.append(name)
-                    out.append(": " as StaticString)
-                    out.append(UnsafeRawBufferPointer(rebasing: raw[field.value]))
-                    out.append("\r\n" as StaticString)
+                case .host:
+                    if authority != nil { continue }
                 case .xForwardedFor:
-                    forwardedFor = field.value
+                    // Several fields form one list (RFC 9110 5.3); a client's chain counts only from a trusted proxy.
+                    if trustedPeer && !field.value.isEmpty { forwardedFor.append(field.value) }
+                    continue
+                case .xForwardedProto:
+                    guard trustedPeer, !sentProto else { continue }
+                    sentProto = true
+                case .xForwardedHost:
+                    guard trustedPeer, !sentHost else { continue }
+                    sentHost = true
+                case .forwardingChain:
+                    guard trustedPeer else { continue }
                 case .drop, .attest, .connection:
                     continue
                 }
+                if !named.isEmpty && isNamed(name, raw, named) { continue }
+                if !strip.isEmpty && isStripped(name, strip) { continue }
+                out.append(name)
+                out.append(": " as StaticString)
+                out.append(UnsafeRawBufferPointer(rebasing: raw[field.value]))
+                out.append("\r\n" as StaticString)
             }
             out.append("X-Forwarded-For: " as StaticString)
-            if let ff = forwardedFor, !ff.isEmpty {
+            for ff in forwardedFor {
                 out.append(UnsafeRawBufferPointer(rebasing: raw[ff]))
                 out.append(", " as StaticString)
             }
             out.append(clientAddress)
-            out.append(https ? "\r\nX-Forwarded-Proto: https\r\n" as StaticString : "\r\nX-Forwarded-Proto: http\r\n")
-            if let host = head.host {
+            out.append("\r\n" as StaticString)
+            if !sentProto {
+                out.append(https ? "X-Forwarded-Proto: https\r\n" as StaticString : "X-Forwarded-Proto: http\r\n")
+            }
+            if !sentHost, let host = authority ?? head.host {
                 out.append("X-Forwarded-Host: " as StaticString)
                 out.append(UnsafeRawBufferPointer(rebasing: raw[host]))
                 out.append("\r\n" as StaticString)
@@ -260,7 +304,7 @@ enum HeaderFilter {
             for field in head.fields {
                 let name = UnsafeRawBufferPointer(rebasing: raw[field.name])
                 switch classify(name) {
-                case .forward, .attest, .xForwardedFor:
+                case .forward, .attest, .xForwardedFor, .xForwardedProto, .xForwardedHost, .forwardingChain, .host:
                     if !named.isEmpty && isNamed(name, raw, named) { continue }
                 case .drop:
                     // A HEAD/304 response's Transfer-Encoding describes the body it would have had: keep it.

@@ -57,12 +57,19 @@ struct LocalResponse {
     /// A registration refused by a verifier or the state store: the status of `status`, no WWW-Authenticate
     /// (registration is not an authentication challenge).
     static func registrationRejected(_ status: VerificationStatus) -> LocalResponse {
-        let phrase: StaticString = switch status.httpStatus {
-        case 403: "Forbidden"
-        case 503: "Service Unavailable"
-        default: "Unauthorized"
+        let (phrase, error) = Self.names(status.httpStatus)
+        return LocalResponse(status: status.httpStatus, reasonPhrase: phrase, error: error, reason: status.code)
+    }
+
+    /// The reason phrase and the body's `error` for a verification status code (PROTOCOL.md Additions: `error` by
+    /// status, so a 403 or 503 body does not claim "unauthorized").
+    static func names(_ status: Int) -> (StaticString, StaticString) {
+        switch status {
+        case 403: ("Forbidden", "forbidden")
+        case 503: ("Service Unavailable", "unavailable")
+        case 400: ("Bad Request", "bad_request")
+        default: ("Unauthorized", "unauthorized")
         }
-        return LocalResponse(status: status.httpStatus, reasonPhrase: phrase, error: "attestation_rejected", reason: status.code)
     }
 
     static func notFound() -> LocalResponse { .init(status: 404, reasonPhrase: "Not Found", error: "not_found", reason: nil) }
@@ -88,17 +95,16 @@ struct LocalResponse {
         .init(status: 503, reasonPhrase: "Service Unavailable", error: "unavailable", reason: "shutting_down")
     }
 
-    /// A verification rejection: 401/403/503 with `{"error":"unauthorized","reason":…}`; 401 also names the
-    /// scheme in WWW-Authenticate (RFC 9110 11.6.1 requires it on 401).
-    static func rejected(_ status: VerificationStatus) -> LocalResponse {
-        let phrase: StaticString = switch status.httpStatus {
-        case 403: "Forbidden"
-        case 503: "Service Unavailable"
-        default: "Unauthorized"
-        }
-        var r = LocalResponse(status: status.httpStatus, reasonPhrase: phrase, error: "unauthorized", reason: status.code)
-        if status.httpStatus == 401 {
-            r.extraHeaders = "WWW-Authenticate: AppCheck realm=\"attest-gateway\", error=\"\(status.code)\"\r\n"
+    /// A verification rejection: 401/403/503 with `{"error":…,"reason":…}`; 401 also names the scheme of the
+    /// verifier(s) concerned in WWW-Authenticate (RFC 9110 11.6.1 requires a challenge on 401): the one that
+    /// failed, or for a missing token every verifier of the route.
+    static func rejected(_ status: VerificationStatus, schemes: [StaticString] = ["AppCheck"]) -> LocalResponse {
+        let (phrase, error) = names(status.httpStatus)
+        var r = LocalResponse(status: status.httpStatus, reasonPhrase: phrase, error: error, reason: status.code)
+        if status.httpStatus == 401 && !schemes.isEmpty {
+            r.extraHeaders = "WWW-Authenticate: " + schemes.map {
+                "\($0) realm=\"attest-gateway\", error=\"\(status.code)\""
+            }.joined(separator: ", ") + "\r\n"
         }
         return r
     }
@@ -116,8 +122,8 @@ struct LocalResponse {
         return .init(status: status, reasonPhrase: phrase, error: error, reason: code)
     }
 
-    /// Appends the whole response; `close` adds `Connection: close`.
-    func append(to out: ByteBuffer, close: Bool, keepAlive10: Bool = false) {
+    /// Appends the whole response; `close` adds `Connection: close`; `date` is the Date value (29 bytes).
+    func append(to out: ByteBuffer, close: Bool, keepAlive10: Bool = false, date: [UInt8]) {
         var body = "{\"error\":\"\(error)\""
         if let reason { body += ",\"reason\":\"\(reason)\"" }
         body += "}"
@@ -126,6 +132,8 @@ struct LocalResponse {
         out.appendDecimal(status)
         out.append(byte: UInt8(ascii: " "))
         out.append(reasonPhrase)
+        out.append("\r\nDate: " as StaticString)
+        out.append(date)
         out.append("\r\n" as StaticString)
         if status == 200 || status == 201 { out.append("Cache-Control: no-store\r\n" as StaticString) }
         if !extraHeaders.isEmpty { out.append(extraHeaders) }

@@ -46,6 +46,8 @@ public struct ProxyRuntime: Sendable {
     let forwardAuthPath: [UInt8]?
     /// `paths:` — how request targets are made canonical before routing (also forward-auth's original URI).
     let pathOptions: RequestTargetCanonicalizer.Options
+    /// `limits.max_held_body_bytes`, process-wide (kept across reloads; the limit follows the configuration).
+    let heldBodies: HeldBodyBudget
     /// The fraud-metric refreshers of App Attest verifiers with `fraud_metric`, by verifier name.
     let fraudMetrics: [String: FraudMetricRefresher]
     public let upstreams: [UpstreamTarget]
@@ -55,6 +57,8 @@ public struct ProxyRuntime: Sendable {
     let listenerTLS: [TLSContext?]
     /// Per listener, `http2`: h2c prior knowledge on plaintext, ALPN h2 on TLS.
     let listenerHTTP2: [Bool]
+    /// Per listener, `trusted_proxies`: peers whose forwarding headers are kept and appended to.
+    let listenerTrustedProxies: [[CIDRBlock]]
     /// The HTTP/2 session limits (max_header_bytes is the header list size).
     let h2Settings: H2Settings
     public let requestLimits: HTTP1Limits
@@ -89,6 +93,12 @@ public struct ProxyRuntime: Sendable {
         routes = RouteTable(config: config, verifiers: verifiers.byName)
         registration = RegistrationEndpoints(verifiers.appAttest.values.sorted { $0.name < $1.name })
         forwardAuthPath = config.forwardAuth.map { Array($0.path.utf8) }
+        if let previous {
+            heldBodies = previous.heldBodies
+            heldBodies.setLimit(config.limits.maxHeldBodyBytes)
+        } else {
+            heldBodies = HeldBodyBudget(limit: config.limits.maxHeldBodyBytes)
+        }
         pathOptions = RequestTargetCanonicalizer.Options(
             mergeSlashes: config.paths.mergeSlashes, keepEscapedSlashes: config.paths.escapedSlashes == .keep,
             keepPathParameters: config.paths.pathParameters == .keep)
@@ -139,6 +149,7 @@ public struct ProxyRuntime: Sendable {
         listenAddresses = addresses
         listenerTLS = tls
         listenerHTTP2 = config.listeners.map(\.http2)
+        listenerTrustedProxies = config.listeners.map(\.trustedProxies)
         var h2 = H2Settings()
         h2.maxHeaderListSize = config.limits.maxHeaderBytes
         h2.maxConcurrentStreams = UInt32(config.limits.http2MaxConcurrentStreams)

@@ -51,6 +51,8 @@ public final class ProxyWorker: @unchecked Sendable {
     let lingerMillis: UInt64 = 2_000
     /// Scratch space for building header lines on this loop.
     let scratch = ByteBuffer(capacity: 1024)
+    /// `Date` for the responses this loop makes itself.
+    let httpDate = HTTPDate()
     /// This loop's request counters (read by a scrape through `loop.execute`).
     public let metrics = LoopMetrics()
     /// Generated request ids: a random prefix per loop and a counter.
@@ -112,8 +114,13 @@ public final class ProxyWorker: @unchecked Sendable {
             tls = session
         }
         let http2 = listener < current.runtime.listenerHTTP2.count && current.runtime.listenerHTTP2[listener]
+        var trustedPeer = false
+        if listener < current.runtime.listenerTrustedProxies.count, !current.runtime.listenerTrustedProxies[listener].isEmpty {
+            let bytes = peer.addressBytes
+            trustedPeer = current.runtime.listenerTrustedProxies[listener].contains { $0.contains(bytes) }
+        }
         let connection = DownstreamConnection(fd: fd, worker: self, clientAddress: Array(peer.hostString.utf8), tls: tls,
-                                              http2: http2)
+                                              http2: http2, trustedPeer: trustedPeer)
         do {
             try loop.register(fd: fd, events: IOEvents.all, handler: connection)
         } catch {

@@ -30,40 +30,45 @@ struct RegistrationEndpoints: Sendable {
 }
 
 /// App Attest keys already loaded from the state store, shared by every loop, with their public keys already
-/// built (building one from its bytes costs more than the signature check). A key's public key, app id and
-/// environment never change after registration, so a cached copy is always right; its counter is not cached
-/// (every assertion advances it in the store). Bounded: when full, it starts over.
+/// built (building one from its bytes costs more than the signature check) and their latest fraud (risk) metric.
+/// A key's public key, app id and environment never change after registration, so a cached copy is always right;
+/// its counter is not cached (every assertion advances it in the store).
+///
+/// The metric lives in the store with the key's receipt; the copy here is refreshed by the fraud-metric refresher.
+/// Bounded: when full, one entry is evicted (key and metric together), and its next use reads both from the store
+/// again — never a reset that would leave keys cached without their metric (`max_risk_metric` would fail open).
 final class AppAttestKeyCache: Sendable {
     struct Entry: Sendable {
         let record: AttestedKeyRecord
         let key: ECPublicKey
+        /// The latest receipt's risk metric (nil: none known yet).
+        var riskMetric: Int?
     }
 
     private let keys = AnnotatedMutex<[String: Entry]>([:])
-    /// The latest fraud (risk) metric per key, from its stored receipt or the refresher.
-    private let riskMetrics = AnnotatedMutex<[String: Int]>([:])
-
-    func riskMetric(_ keyID: String) -> Int? { riskMetrics.withLock { $0[keyID] } }
-
-    func setRiskMetric(_ keyID: String, _ metric: Int?) {
-        riskMetrics.withLock { m in
-            if m.count >= capacity && m[keyID] == nil { m.removeAll(keepingCapacity: true) }
-            m[keyID] = metric
-        }
-    }
     let capacity: Int
 
-    init(capacity: Int = 100_000) { self.capacity = capacity }
+    init(capacity: Int = 100_000) { self.capacity = max(1, capacity) }
 
     func get(_ keyID: String) -> Entry? { keys.withLock { $0[keyID] } }
 
-    /// Caches `record` and returns its entry; nil when its public key is not a valid P-256 point.
+    var count: Int { keys.withLock { $0.count } }
+
+    /// A new metric for a key (refresher, registration); a key not cached picks it up from the store when loaded.
+    func setRiskMetric(_ keyID: String, _ metric: Int?) {
+        keys.withLock { keys in keys[keyID]?.riskMetric = metric }
+    }
+
+    /// Caches `record` with its metric and returns its entry; nil when its public key is not a valid P-256 point.
     @discardableResult
-    func put(_ record: AttestedKeyRecord) -> Entry? {
+    func put(_ record: AttestedKeyRecord, riskMetric: Int?) -> Entry? {
         guard let key = ECPublicKey(uncompressedP256: record.publicKey) else { return nil }
-        let entry = Entry(record: record, key: key)
+        let entry = Entry(record: record, key: key, riskMetric: riskMetric)
         keys.withLock { keys in
-            if keys.count >= capacity { keys.removeAll(keepingCapacity: true) }
+            if keys[record.keyID] == nil && keys.count >= capacity {
+                // Evict one entry (whichever the table yields first): it is reloaded, metric included, on next use.
+                keys.remove(at: keys.startIndex)
+            }
             keys[record.keyID] = entry
         }
         return entry

@@ -117,26 +117,52 @@ enum Bytes {
         return p.withUnsafeBytes { pb in p.count == 0 || memcmp(a.baseAddress!, pb.baseAddress!, p.count) == 0 }
     }
 
-    /// Case-insensitive comparison of a Host value to a route's lower-case `match.host`. A route host without a
-    /// port matches any port ("api.example.com" matches "API.example.com:8443"); one with a port must match exactly.
+    /// Compares a Host value (or an absolute-form authority) to a route's lower-case `match.host`: the name
+    /// case-insensitively and without one trailing dot (`API.example.com.` is `api.example.com`), so no spelling of
+    /// a protected host reaches a looser route. A route host without a port matches any port; one with a port only
+    /// that port (compared as a number: `:08443` is `:8443`).
     static func hostEquals(_ host: UnsafeRawBufferPointer, _ wanted: [UInt8], wantedHasPort: Bool) -> Bool {
-        if wantedHasPort {
-            guard host.count == wanted.count else { return false }
-            for k in 0..<host.count where lower(host[k]) != wanted[k] { return false }
-            return true
-        }
+        let (name, port) = splitHost(host)
+        let w = wanted.withUnsafeBytes { splitHost($0) }
+        guard name.count == w.name.count else { return false }
+        for k in 0..<name.count where lower(host[name.lowerBound + k]) != wanted[w.name.lowerBound + k] { return false }
+        guard wantedHasPort else { return true }
+        guard let wantedPort = wanted.withUnsafeBytes({ decimal($0, w.port) }) else { return false }
+        return decimal(host, port) == wantedPort
+    }
+
+    /// The name (trailing dot removed) and port ranges of `host[:port]`, `[v6]:port`; an empty port range for none.
+    static func splitHost(_ host: UnsafeRawBufferPointer) -> (name: Range<Int>, port: Range<Int>) {
         var end = host.count
-        // Strip a port, but not inside an IPv6 literal ("[::1]:8080").
+        var port = host.count..<host.count
+        // A port is the digits after the last ":", but not inside an IPv6 literal ("[::1]:8080").
         var i = host.count - 1
         while i >= 0 {
             let c = host[i]
-            if c == UInt8(ascii: ":") { end = i; break }
-            if c == UInt8(ascii: "]") || !(c >= 48 && c <= 57) { break }
+            if c == UInt8(ascii: ":") {
+                if i == 0 || host[0] != UInt8(ascii: "[") || host[i - 1] == UInt8(ascii: "]") {
+                    end = i
+                    port = (i + 1)..<host.count
+                }
+                break
+            }
+            if !(c >= 48 && c <= 57) { break }
             i -= 1
         }
-        guard end == wanted.count else { return false }
-        for k in 0..<end where lower(host[k]) != wanted[k] { return false }
-        return true
+        if end > 1 && host[end - 1] == UInt8(ascii: ".") { end -= 1 }
+        return (0..<end, port)
+    }
+
+    /// The port number in `range` (nil when empty, not digits, or past 65535).
+    static func decimal(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> Int? {
+        guard !range.isEmpty, range.count <= 10 else { return nil }
+        var v = 0
+        for k in range {
+            let d = Int(bytes[k]) - 48
+            guard d >= 0 && d <= 9 else { return nil }
+            v = v * 10 + d
+        }
+        return v <= 65535 ? v : nil
     }
 
     @inline(__always) static func lower(_ c: UInt8) -> UInt8 { (c >= 65 && c <= 90) ? c | 0x20 : c }

@@ -27,6 +27,15 @@ public enum RouteVerifier: Sendable {
         }
     }
 
+    /// The auth-scheme named in `WWW-Authenticate` when this verifier's token is missing or refused.
+    var scheme: StaticString {
+        switch self {
+        case .appCheck: "AppCheck"
+        case .appAttest: "AppAttest"
+        case .deviceCheck: "DeviceCheck"
+        }
+    }
+
     /// Every header carrying this verifier's token (lower-case): stripped before forwarding when asked.
     var tokenHeaders: [[UInt8]] {
         switch self {
@@ -72,8 +81,8 @@ public struct RouteVerification: Sendable {
 enum PassedToken {
     case appCheck(VerifiedAppCheckToken)
     case appAttest(appID: String, keyID: String, riskMetric: Int?)
-    /// The two bits as Apple reported them (subject binding), else nil.
-    case deviceCheck(bit0: Bool?, bit1: Bool?)
+    /// The two bits as Apple reported them (subject binding), else nil; the token's SHA-256 (limited use).
+    case deviceCheck(bit0: Bool?, bit1: Bool?, tokenHash: [UInt8])
 
     /// `X-Attest-App-Id`: App Check's `sub`, App Attest's `TEAM.bundle`; DeviceCheck names no app.
     var appID: String? {
@@ -129,6 +138,11 @@ enum VerificationDecision {
     }
 }
 
+/// A decision that ends verification early (wrapped so it can be a `Result` failure).
+struct VerificationDecisionFailure: Error {
+    let decision: VerificationDecision
+}
+
 /// The App Attest headers of a request, checked as far as they can be without the key: well-formed key id and
 /// assertion, a fresh timestamp (request binding) or a challenge (challenge binding).
 struct AppAttestPresentation {
@@ -146,6 +160,8 @@ struct EvaluationProgress {
     var next = 0
     var firstFailure: VerificationDecision? = nil
     var lastPass: VerificationDecision? = nil
+    /// `require_all`: every verifier that passed, in order (limited use consumes each one's credential).
+    var passes: [(verifier: Int, token: PassedToken)] = []
 }
 
 enum EvaluationStep {
@@ -248,6 +264,7 @@ extension RouteVerification {
         case .passed(let token):
             if !requireAll { return .verified(verifier: i, token: token) }
             progress.lastPass = .verified(verifier: i, token: token)
+            progress.passes.append((i, token))
         case .passedUnchecked(let token, let reason):
             if !requireAll { return .verifiedUnchecked(verifier: i, token: token, reason: reason) }
             progress.lastPass = .verifiedUnchecked(verifier: i, token: token, reason: reason)
@@ -290,6 +307,14 @@ extension RouteVerification {
         }
     }
 
+    /// The `WWW-Authenticate` schemes of a rejection: the verifier that failed, or every verifier for a missing token.
+    func schemes(for decision: VerificationDecision) -> [StaticString] {
+        if let i = decision.verifierIndex { return [verifiers[i].scheme] }
+        var schemes: [StaticString] = []
+        for v in verifiers where !schemes.contains(where: { $0.description == v.scheme.description }) { schemes.append(v.scheme) }
+        return schemes
+    }
+
     /// The `X-Attest-*` fields for the upstream (appended after the client's fields, which never carry any).
     func appendVerdictHeaders(_ decision: VerificationDecision, to out: ByteBuffer) {
         switch decision {
@@ -317,7 +342,7 @@ extension RouteVerification {
             out.append(appID)
             out.append("\r\n" as StaticString)
         }
-        if case .deviceCheck(let bit0?, let bit1?) = token {
+        if case .deviceCheck(let bit0?, let bit1?, _) = token {
             out.append(bit0 ? "X-Attest-DeviceCheck-Bit0: 1\r\n" as StaticString : "X-Attest-DeviceCheck-Bit0: 0\r\n")
             out.append(bit1 ? "X-Attest-DeviceCheck-Bit1: 1\r\n" as StaticString : "X-Attest-DeviceCheck-Bit1: 0\r\n")
         }

@@ -104,7 +104,8 @@ private final class SmallHTTPConnection: LoopHandler {
                 respond()
             case .error(let e):
                 let body = "{\"error\":\"bad_request\",\"reason\":\"\(e.code.rawValue)\"}"
-                outBuf.append("HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
+                let date = String(decoding: HTTPDate.format(WallClock.unixSeconds()), as: UTF8.self)
+                outBuf.append("HTTP/1.1 400 Bad Request\r\nDate: \(date)\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
                 flush()
                 shut()
                 return
@@ -120,6 +121,11 @@ private final class SmallHTTPConnection: LoopHandler {
             if let r = response.range(of: "\r\n") { response.insert(contentsOf: "\r\nConnection: close", at: r.lowerBound) }
         } else if h.version == .http10, let r = response.range(of: "\r\n") {
             response.insert(contentsOf: "\r\nConnection: keep-alive", at: r.lowerBound)
+        }
+        if let r = response.range(of: "\r\n"), !response.contains("\r\nDate: ") {
+            // Every answer the gateway makes carries Date (RFC 9110 6.6.1).
+            response.insert(contentsOf: "\r\nDate: " + String(decoding: HTTPDate.format(WallClock.unixSeconds()), as: UTF8.self),
+                            at: r.lowerBound)
         }
         if h.methodIs("HEAD"), let end = response.range(of: "\r\n\r\n") {
             response = String(response[..<end.upperBound])

@@ -120,6 +120,7 @@ public struct VerifierGraph: Sendable {
             built[v.name] = DeviceCheckVerifier(
                 name: name, teamID: c.teamID, headerName: c.header, subjectHeader: c.subjectBinding?.header,
                 auth: AppleAuthToken(teamID: c.teamID, keyID: c.keyID, key: key),
+                replayWindowSeconds: Int64(c.replayWindowMillis / 1000),
                 post: { path, authorization, body in
                     let result = client.post(base + path, headers: [("Authorization", authorization), ("Content-Type", "application/json")],
                                              body: body, timeoutMillis: timeout, maxBodyBytes: 64 * 1024)

@@ -13,10 +13,20 @@ import HTTP1
         }
     }
 
-    func upstreamHead(_ text: String, basePath: String = "") -> String {
+    func upstreamHead(_ text: String, basePath: String = "", trusted: Bool = false, target: String? = nil,
+                      authority: Bool = false) -> String {
         guard let head = parseRequest(text) else { return "<parse failed>" }
         let out = ByteBuffer(capacity: 256)
-        HeaderFilter.appendUpstreamRequestHead(head, basePath: Array(basePath.utf8), clientAddress: Array("10.0.0.7".utf8), to: out)
+        var authorityRange: Range<Int>? = nil
+        if authority {
+            authorityRange = head.bytes.withUnsafeBytes { raw in
+                RequestTarget.absoluteFormAuthority(UnsafeRawBufferPointer(rebasing: raw[head.target]))
+                    .map { ($0.lowerBound + head.target.lowerBound)..<($0.upperBound + head.target.lowerBound) }
+            }
+        }
+        HeaderFilter.appendUpstreamRequestHead(head, basePath: Array(basePath.utf8), clientAddress: Array("10.0.0.7".utf8),
+                                               target: target.map { Array($0.utf8) }, authority: authorityRange,
+                                               trustedPeer: trusted, to: out)
         return String(decoding: out.readable, as: UTF8.self)
     }
 
@@ -42,13 +52,39 @@ import HTTP1
                      "X-Forwarded-Proto: http\r\nX-Forwarded-Host: api\r\n\r\n")
     }
 
-    @Test func forwardedForIsAppendedAndProtoHostAreReplaced() {
+    @Test func untrustedClientsForwardingHeadersAreReplacedOrDropped() {
         let s = upstreamHead("GET / HTTP/1.1\r\nHost: api\r\nX-Forwarded-For: 1.2.3.4\r\nX-Forwarded-Proto: https\r\n" +
-                             "X-Forwarded-Host: evil\r\n\r\n")
-        #expect(s.contains("X-Forwarded-For: 1.2.3.4, 10.0.0.7\r\n"))
+                             "X-Forwarded-Host: evil\r\nForwarded: for=6.6.6.6;proto=https\r\nX-Real-IP: 6.6.6.6\r\n" +
+                             "X-Forwarded-Port: 443\r\nX-Forwarded-Prefix: /admin\r\nX_Real_IP: 6.6.6.6\r\n\r\n")
+        #expect(s.contains("X-Forwarded-For: 10.0.0.7\r\n"))
         #expect(s.contains("X-Forwarded-Proto: http\r\n"))
-        #expect(!s.contains("evil"))
-        #expect(!s.contains("https"))
+        #expect(s.contains("X-Forwarded-Host: api\r\n"))
+        for gone in ["evil", "https", "1.2.3.4", "6.6.6.6", "443", "/admin", "Forwarded:"] { #expect(!s.contains(gone)) }
+    }
+
+    @Test func trustedProxysForwardingHeadersAreKeptAndAppendedTo() {
+        let s = upstreamHead("GET / HTTP/1.1\r\nHost: api\r\nX-Forwarded-For: 1.2.3.4\r\nX-Forwarded-For: 5.6.7.8\r\n" +
+                             "X-Forwarded-Proto: https\r\nX-Forwarded-Host: public.example\r\nX-Real-IP: 1.2.3.4\r\n" +
+                             "Forwarded: for=1.2.3.4\r\n\r\n", trusted: true)
+        #expect(s.contains("X-Forwarded-For: 1.2.3.4, 5.6.7.8, 10.0.0.7\r\n"))
+        #expect(s.contains("X-Forwarded-Proto: https\r\n"))
+        #expect(!s.contains("X-Forwarded-Proto: http\r\n"))
+        #expect(s.contains("X-Forwarded-Host: public.example\r\n"))
+        #expect(!s.contains("X-Forwarded-Host: api"))
+        #expect(s.contains("X-Real-IP: 1.2.3.4\r\n") && s.contains("Forwarded: for=1.2.3.4\r\n"))
+    }
+
+    @Test func theCanonicalTargetIsWhatTheUpstreamGets() {
+        let s = upstreamHead("GET /%61pi//users/./x?q=%2F.. HTTP/1.1\r\nHost: api\r\n\r\n", basePath: "/base",
+                             target: "/api/users/x?q=%2F..")
+        #expect(s.hasPrefix("GET /base/api/users/x?q=%2F.. HTTP/1.1\r\n"))
+    }
+
+    @Test func anAbsoluteFormAuthorityReplacesHost() {
+        let s = upstreamHead("GET http://api.example.com/x HTTP/1.1\r\nHost: public.example\r\n\r\n", authority: true)
+        #expect(s.hasPrefix("GET /x HTTP/1.1\r\nHost: api.example.com\r\n"))
+        #expect(!s.contains("public.example"))
+        #expect(s.contains("X-Forwarded-Host: api.example.com\r\n"))
     }
 
     @Test func chunkedBodiesAreReframedAndExpectIsAnsweredByTheGateway() {
@@ -107,8 +143,21 @@ import HTTP1
 
     @Test func localResponsesAreJSON() {
         let out = ByteBuffer(capacity: 64)
-        LocalResponse.notFound().append(to: out, close: false)
+        LocalResponse.notFound().append(to: out, close: false, date: HTTPDate.format(784_111_777))
         #expect(String(decoding: out.readable, as: UTF8.self) ==
-                "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: 21\r\n\r\n{\"error\":\"not_found\"}")
+                "HTTP/1.1 404 Not Found\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nContent-Type: application/json\r\n" +
+                "Content-Length: 21\r\n\r\n{\"error\":\"not_found\"}")
+    }
+
+    @Test func rejectionBodiesAndChallengesSayWhatTheyAre() {
+        let forbidden = LocalResponse.rejected(.appNotAllowed)
+        #expect(forbidden.error.description == "forbidden" && forbidden.extraHeaders.isEmpty)
+        #expect(LocalResponse.rejected(.stateUnavailable).error.description == "unavailable")
+        let attest = LocalResponse.rejected(.counterNotIncreasing, schemes: ["AppAttest"])
+        #expect(attest.error.description == "unauthorized")
+        #expect(attest.extraHeaders == "WWW-Authenticate: AppAttest realm=\"attest-gateway\", error=\"counter_not_increasing\"\r\n")
+        let both = LocalResponse.rejected(.missingToken, schemes: ["AppCheck", "DeviceCheck"])
+        #expect(both.extraHeaders.contains("AppCheck realm") && both.extraHeaders.contains(", DeviceCheck realm"))
+        #expect(LocalResponse.registrationRejected(.appNotAllowed).error.description == "forbidden")
     }
 }

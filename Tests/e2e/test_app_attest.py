@@ -285,7 +285,7 @@ def test_header_problems_have_reason_codes(env):
     old = env.device.assertions("POST", "/api/h", b"", timestamp=int(time.time()) - 600)[0]
     assert outcome(post(port, "/api/h", b"", old)) == (401, "stale_timestamp")
     r = post(port, "/api/h")
-    assert r.one("www-authenticate") == 'AppCheck realm="attest-gateway", error="missing_token"'
+    assert r.one("www-authenticate") == 'AppAttest realm="attest-gateway", error="missing_token"'
 
 
 def test_monitor_mode_forwards_with_the_verdict(env):

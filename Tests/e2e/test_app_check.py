@@ -106,7 +106,8 @@ def reject(ac, path: str, headers, status: int, reason: str) -> dict:
     before = ac.up.snapshot()
     r = _send(ac, path, headers)
     doc = assert_json_error(r, status)
-    assert doc == {"error": "unauthorized", "reason": reason}, f"expected {status} {reason}, got {r.status} {doc}"
+    error = {403: "forbidden", 503: "unavailable"}.get(status, "unauthorized")   # PROTOCOL.md: error by status
+    assert doc == {"error": error, "reason": reason}, f"expected {status} {reason}, got {r.status} {doc}"
     if status == 401:
         assert r.get("www-authenticate") == [f'AppCheck realm="attest-gateway", error="{reason}"'], r.headers
     time.sleep(0.02)
@@ -545,7 +546,7 @@ def test_issuer_down_from_start_is_503(start_gateway, start_upstream, start_dev_
     for i in range(4):
         r = U.one_shot(gw.port, http_get(f"/down/{i}", [(H, tok)]))
         doc = assert_json_error(r, 503)
-        assert doc == {"error": "unauthorized", "reason": "jwks_unavailable"}, doc
+        assert doc == {"error": "unavailable", "reason": "jwks_unavailable"}, doc
         time.sleep(0.3)
     assert up.snapshot()[2] == 0, "a request reached the upstream without a key set"
     assert gw.proc.poll() is None

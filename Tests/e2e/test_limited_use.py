@@ -94,7 +94,8 @@ def outcome(r: U.Resp | None) -> tuple:
     if r.status == 200:
         return (200, None)
     doc = assert_json_error(r, r.status)
-    if doc.get("error") != "unauthorized":          # shows up in the (status, reason) comparison
+    expected = {403: "forbidden", 503: "unavailable"}.get(r.status, "unauthorized")   # PROTOCOL.md: error by status
+    if doc.get("error") != expected:                # shows up in the (status, reason) comparison
         return (r.status, f"{doc.get('error')}/{doc.get('reason')}")
     if r.status == 401:
         assert r.get("www-authenticate") == [f'AppCheck realm="attest-gateway", error="{doc["reason"]}"'], r.headers
