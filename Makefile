@@ -13,7 +13,7 @@ ECHO_LISTEN ?= 127.0.0.1:3000
 STRICT := -Xswiftc -warnings-as-errors
 BIN := .build/release/attest-gateway
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= http1-request jose cbor-appattest config-yaml receipt
+FUZZ_TARGETS ?= http1-request jose cbor-appattest config-yaml receipt http2-session request-target
 SANITIZERS ?= address thread
 
 .PHONY: run demo test unit e2e build deps test-deps bench fuzz sanitize soak check-config clean

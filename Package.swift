@@ -75,6 +75,7 @@ let package = Package(
         .executableTarget(name: "GatewayFuzz", dependencies: ["FuzzHarness", "CLibFuzzer"]),
 
         // Tests mirror modules.
+        .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore"]),
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "GatewayCore"], resources: [.copy("Corpus")]),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig", "GatewayCore"]),
         .testTarget(name: "GatewayProxyTests", dependencies: [

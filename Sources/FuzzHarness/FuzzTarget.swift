@@ -17,6 +17,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case receipt
     /// `H2ServerSession`: nghttp2's server session and the gateway's HTTP/2 limits, fed client frames.
     case http2Session = "http2-session"
+    /// `RequestTargetCanonicalizer`: the input as a request target, under every `paths:` option combination.
+    case requestTarget = "request-target"
 
     /// The target's command-line and directory name.
     public var name: String { rawValue }
@@ -30,6 +32,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .configYAML: ConfigHarness.run(data)
         case .receipt: ReceiptHarness.run(data)
         case .http2Session: H2Harness.run(data)
+        case .requestTarget: RequestTargetHarness.run(data)
         }
     }
 

@@ -11,6 +11,8 @@ dictionaries (the Regressions directories are never touched). Sources:
                   data inside them, a slim attestation with tiny certificates, and a few small CBOR items
   config-yaml     gateway.yml, the GatewayConfigTests fixtures, the YAML examples in docs/, and short snippets
   http2-session   client frame sequences written here (the harness sends the preface itself)
+  request-target  request targets written here: the spellings of CVE-2019-9901 and its relatives (dot segments,
+                  merged slashes, %XX of unreserved bytes, escaped slashes, ;-parameters, control bytes, bad escapes)
 Needs python3 with `cryptography` (for the RSA key).
 """
 import base64
@@ -273,6 +275,27 @@ def dictionaries():
         "\x00\x00\x00\x04\x00\x00\x00\x00\x00", "\x00\x00\x08\x06\x00\x00\x00\x00\x00", "\x00\x00\x04\x03\x00\x00\x00\x00\x01",
         "\x00\x00\x04\x08\x00\x00\x00\x00\x01", "\x01\x05\x00\x00\x00\x01", "\x09\x04\x00\x00\x00\x01", "\x00\x01\x00\x00\x00\x01",
         "\x82\x84\x86", "\x83", "\x41\x0cexample.test", "\x5c\x0210", "\x40\x01a\x01b", "\x3f\xe1\x1f"])
+    dict_file("request-target", [
+        "/", "//", ".", "..", "/./", "/../", "/.", "/..", "%2e", "%2E", "%2e%2e", "%2f", "%2F", "%5c", "%5C", "\\",
+        ";", ";jsessionid=", "..;", ".;", "%3b", "%3B", "%25", "%61", "%41", "%7e", "%7E", "%00", "%0a", "%0D", "%1f",
+        "%7F", "%20", "%C3%A9", "%c3%a9", "%", "%4", "%zz", "#", "?", "&", "=", "api", "users"])
+
+
+def request_target():
+    d = target_dir("request-target")
+    targets = {
+        "root": "/", "plain": "/api/users", "query": "/api/users?a=1&b=%2F&c=../x", "encoded-a": "/%61pi/users",
+        "double-slash": "//api/users", "inner-double-slash": "/api//payments/charge", "dot": "/./api/users",
+        "dot-dot": "/x/../api/users", "encoded-dot": "/%2e/api/users", "encoded-dot-dot": "/api/%2e%2E/api/users",
+        "escaped-slash": "/API%2fusers", "escaped-backslash": "/api%5Cusers", "backslash": "/api\\users",
+        "parameter": "/api;x/users", "dot-dot-parameter": "/..;/api/users", "jsessionid": "/api/users;jsessionid=1",
+        "nul": "/%00api", "del": "/a%7F", "lf": "/a%0a", "truncated": "/a%4", "not-hex": "/a%zz", "hash": "/a#b",
+        "non-ascii": "/%c3%a9", "percent-25": "/%2541", "above-root": "/../api/users", "trailing-dot-dot": "/api/users/..",
+        "trailing-dot": "/a/.", "three-dots": "/a/.../b", "well-known": "/.well-known/x", "asterisk": "*",
+        "absolute": "http://127.0.0.1/%61pi", "mixed": "/a/./b//../%2E%2e/c;d/%7e?x=/../%2f#",
+    }
+    for name, text in targets.items():
+        write(d, f"{name}.txt", text)
 
 
 def h2_frame(kind, flags, stream, payload=b""):
@@ -304,3 +327,4 @@ if __name__ == "__main__":
     cbor_appattest()
     config_yaml()
     http2()
+    request_target()
