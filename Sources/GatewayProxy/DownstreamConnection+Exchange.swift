@@ -497,10 +497,10 @@ extension DownstreamConnection {
         let verdict = exchange.verdict.text
         withRequestID { id in
             if let head = exchange.head {
-                head.bytes.withUnsafeBytes { raw in
+                withLoggedRequestLine(head) { method, path in   // forward-auth: the original request's
                     log.record(time: exchange.startMicros, route: routeName,
-                               method: UnsafeRawBufferPointer(rebasing: raw[head.method]),
-                               path: HeaderFilter.path(of: UnsafeRawBufferPointer(rebasing: raw[head.target])),
+                               method: method,
+                               path: path,
                                status: status, upstreamStatus: exchange.upstreamStatus, bytesIn: exchange.bytesIn,
                                bytesOut: bytesOut, verdict: verdict, reason: exchange.reason?.code, requestID: id,
                                protocol: stream != nil ? "HTTP/2" : head.version == .http10 ? "HTTP/1.0" : "HTTP/1.1")

@@ -44,6 +44,10 @@ public struct ProxyRuntime: Sendable {
     let registration: RegistrationEndpoints
     /// `forward_auth.path`, if configured.
     let forwardAuthPath: [UInt8]?
+    /// `forward_auth.source`: where a call's original method, URI and host come from.
+    let forwardAuthSource: ForwardAuthSource
+    /// Some route has `match.host`: a forward-auth call must then name the original host.
+    let routesMatchHost: Bool
     /// `paths:` — how request targets are made canonical before routing (also forward-auth's original URI).
     let pathOptions: RequestTargetCanonicalizer.Options
     /// The fraud-metric refreshers of App Attest verifiers with `fraud_metric`, by verifier name.
@@ -89,6 +93,8 @@ public struct ProxyRuntime: Sendable {
         routes = RouteTable(config: config, verifiers: verifiers.byName)
         registration = RegistrationEndpoints(verifiers.appAttest.values.sorted { $0.name < $1.name })
         forwardAuthPath = config.forwardAuth.map { Array($0.path.utf8) }
+        forwardAuthSource = config.forwardAuth?.source ?? .auto
+        routesMatchHost = config.routes.contains { $0.match.host != nil }
         pathOptions = RequestTargetCanonicalizer.Options(
             mergeSlashes: config.paths.mergeSlashes, keepEscapedSlashes: config.paths.escapedSlashes == .keep,
             keepPathParameters: config.paths.pathParameters == .keep)
