@@ -444,6 +444,8 @@ extension DownstreamConnection {
 
     /// Writes a gateway-made response and finishes the exchange.
     func respondLocal(_ response: LocalResponse, close closeConnection: Bool) {
+        // HEAD: the answer has no content (RFC 9110 9.3.2); a body would be read as the next response's start.
+        var response = response; response.headOnly = exchange.head?.methodIs("HEAD") ?? false
         if exchange.head == nil { exchange.startMicros = MonotonicClock.nowMicros() }
         exchange.outMark = totalWritten + outBuf.readableBytes
         let isHTTP10 = exchange.head?.version == .http10
@@ -495,12 +497,16 @@ extension DownstreamConnection {
         let routeName: [UInt8] = exchange.routeIndex >= 0 ? gen.routes[exchange.routeIndex].jsonName : Array("null".utf8)
         let bytesOut = totalWritten + outBuf.readableBytes - exchange.outMark
         let verdict = exchange.verdict.text
+        if let original = exchange.forwardAuth {   // forward-auth: the original request's line, not the call's
+            logForwardAuthCheck(original, log: log, route: routeName, status: status, bytesOut: bytesOut, verdict: verdict)
+            return
+        }
         withRequestID { id in
             if let head = exchange.head {
-                withLoggedRequestLine(head) { method, path in   // forward-auth: the original request's
+                head.bytes.withUnsafeBytes { raw in
                     log.record(time: exchange.startMicros, route: routeName,
-                               method: method,
-                               path: path,
+                               method: UnsafeRawBufferPointer(rebasing: raw[head.method]),
+                               path: HeaderFilter.path(of: UnsafeRawBufferPointer(rebasing: raw[head.target])),
                                status: status, upstreamStatus: exchange.upstreamStatus, bytesIn: exchange.bytesIn,
                                bytesOut: bytesOut, verdict: verdict, reason: exchange.reason?.code, requestID: id,
                                protocol: stream != nil ? "HTTP/2" : head.version == .http10 ? "HTTP/1.0" : "HTTP/1.1")

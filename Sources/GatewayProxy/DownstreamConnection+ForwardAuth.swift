@@ -1,6 +1,7 @@
 import Attestation
 import GatewayCore
 import HTTP1
+import Observability
 
 /// Forward-auth (`forward_auth.path`): another proxy asks whether to let a request through — nginx `auth_request`,
 /// Traefik `forwardAuth`, Envoy `ext_authz` (HTTP service). The gateway matches the *original* request against the
@@ -10,11 +11,12 @@ import HTTP1
 /// Where the original method, URI and host come from is `forward_auth.source` (ForwardAuthTarget.read); the route
 /// is matched on the canonical path, as for a request the gateway receives itself.
 extension DownstreamConnection {
+    /// `prefixLength`: the length of `forward_auth.path`, which the call's path starts with.
     func beginForwardAuth(_ head: HTTP1RequestHead, prefixLength: Int) {
         let runtime = gen.runtime
         let unread = !exchange.requestDone || !head.keepAlive
         let original: ForwardAuthTarget
-        switch ForwardAuthTarget.read(head, prefixLength: prefixLength, source: runtime.forwardAuthSource,
+        switch ForwardAuthTarget.read(head, endpoint: runtime.forwardAuthPath ?? [], source: runtime.forwardAuthSource,
                                       hostRequired: runtime.routesMatchHost, pathOptions: runtime.pathOptions) {
         case .original(let o): original = o
         case .missing: respondLocal(.forwardAuthWithoutTarget(), close: unread); return
@@ -65,18 +67,20 @@ extension DownstreamConnection {
 }
 
 extension DownstreamConnection {
-    /// The method and path the access log shows: a forward-auth call's original request (its canonical path) —
-    /// the call's own line is always the endpoint — else the request's own.
-    func withLoggedRequestLine<R>(_ head: HTTP1RequestHead,
-                                  _ body: (_ method: UnsafeRawBufferPointer, _ path: UnsafeRawBufferPointer) -> R) -> R {
-        if let original = exchange.forwardAuth {
-            return original.method.withUnsafeBytes { method in
-                original.canonical.withUnsafeBytes { body(method, HeaderFilter.path(of: $0)) }
+    /// The access log line of a forward-auth call: the original request it asked about (its method and canonical
+    /// path), since the call's own line is always the endpoint.
+    func logForwardAuthCheck(_ original: ForwardAuthTarget, log: AccessLog, route: [UInt8], status: Int, bytesOut: Int,
+                             verdict: StaticString) {
+        let proto: StaticString = stream != nil ? "HTTP/2" : exchange.head?.version == .http10 ? "HTTP/1.0" : "HTTP/1.1"
+        withRequestID { id in
+            original.method.withUnsafeBytes { method in
+                original.canonical.withUnsafeBytes { target in
+                    log.record(time: exchange.startMicros, route: route, method: method, path: HeaderFilter.path(of: target),
+                               status: status, upstreamStatus: exchange.upstreamStatus, bytesIn: exchange.bytesIn,
+                               bytesOut: bytesOut, verdict: verdict, reason: exchange.reason?.code, requestID: id,
+                               protocol: proto)
+                }
             }
-        }
-        return head.bytes.withUnsafeBytes { raw in
-            body(UnsafeRawBufferPointer(rebasing: raw[head.method]),
-                 HeaderFilter.path(of: UnsafeRawBufferPointer(rebasing: raw[head.target])))
         }
     }
 }

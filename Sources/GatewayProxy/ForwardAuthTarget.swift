@@ -37,19 +37,22 @@ struct ForwardAuthTarget: Equatable {
     /// Traefik `forwardAuth` (it also sends X-Forwarded-Proto, which routing does not use).
     static let traefik = SourceHeaders("x-forwarded-uri", "x-forwarded-method", "x-forwarded-host")
 
-    /// Reads the original request from `head`, a call to `forward_auth.path` (`prefixLength` bytes of its target).
+    /// Reads the original request from `head`, a call to `forward_auth.path` (`endpoint`).
     ///
     /// Why so strict: the other proxy copies the client's headers into the call, and sets only its own. A header of
     /// another source, or a second copy of one, is therefore the client's word, not the proxy's — judging it would
     /// let a client name the request to be judged (`X-Forwarded-Uri: /public` behind nginx). A source is recognised
     /// by its URI header alone (Envoy's is the path after the endpoint), and every other field is read from that
     /// source only; anything that does not fit one source exactly is refused, never guessed at.
-    static func read(_ head: HTTP1RequestHead, prefixLength: Int, source: ForwardAuthSource, hostRequired: Bool,
+    static func read(_ head: HTTP1RequestHead, endpoint: [UInt8], source: ForwardAuthSource, hostRequired: Bool,
                      pathOptions: RequestTargetCanonicalizer.Options) -> Outcome {
         head.bytes.withUnsafeBytes { raw -> Outcome in
             func field(_ name: [UInt8]) -> TokenField { RouteVerification.tokenField(head, raw, lowercasedName: name) }
             let call = HeaderFilter.originForm(UnsafeRawBufferPointer(rebasing: raw[head.target]))
-            let envoyURI = UnsafeRawBufferPointer(rebasing: call[min(prefixLength, call.count)...])
+            // Envoy's original target is the rest of the call's target *as sent*, so the call must spell the
+            // endpoint exactly (one routed here by its canonical form, `/x/../.attest/verify/…`, is no proxy's).
+            guard Bytes.hasPrefix(call, endpoint) else { return .untrusted }
+            let envoyURI = UnsafeRawBufferPointer(rebasing: call[endpoint.count...])
             var carried: [ForwardAuthSource] = []
             if case .missing = field(nginx.uri) {} else { carried.append(.nginx) }
             if case .missing = field(traefik.uri) {} else { carried.append(.traefik) }

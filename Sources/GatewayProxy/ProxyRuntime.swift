@@ -93,8 +93,6 @@ public struct ProxyRuntime: Sendable {
         routes = RouteTable(config: config, verifiers: verifiers.byName)
         registration = RegistrationEndpoints(verifiers.appAttest.values.sorted { $0.name < $1.name })
         forwardAuthPath = config.forwardAuth.map { Array($0.path.utf8) }
-        forwardAuthSource = config.forwardAuth?.source ?? .auto
-        routesMatchHost = config.routes.contains { $0.match.host != nil }
         pathOptions = RequestTargetCanonicalizer.Options(
             mergeSlashes: config.paths.mergeSlashes, keepEscapedSlashes: config.paths.escapedSlashes == .keep,
             keepPathParameters: config.paths.pathParameters == .keep)
@@ -109,6 +107,8 @@ public struct ProxyRuntime: Sendable {
                 ? try StateService.open(config.state) : nil
         }
         fraudMetrics = try Self.fraudMetricRefreshers(config, verifiers: verifiers, state: state)
+        forwardAuthSource = config.forwardAuth?.source ?? .auto
+        routesMatchHost = config.routes.contains { $0.match.host != nil }
         var targets: [UpstreamTarget] = []
         for u in config.upstreams {
             var tlsContext: TLSContext? = nil

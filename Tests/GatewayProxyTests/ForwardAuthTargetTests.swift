@@ -16,7 +16,7 @@ import HTTP1
             guard case .head(let h, _) = parser.next(raw) else { fatalError("test head did not parse") }
             return h
         }
-        return ForwardAuthTarget.read(head, prefixLength: Self.endpoint.utf8.count, source: source,
+        return ForwardAuthTarget.read(head, endpoint: Array(Self.endpoint.utf8), source: source,
                                       hostRequired: hostRequired, pathOptions: options)
     }
 
@@ -89,6 +89,13 @@ import HTTP1
             ["X-Forwarded-Uri: /api/x", "X-Forwarded-Method: G T"],
         ]
         for fields in cases { #expect(read(Self.endpoint, fields) == .untrusted, "\(fields)") }
+    }
+
+    @Test func aCallThatSpellsTheEndpointDifferentlyIsRefused() {
+        // Routed here by its canonical path, but its raw target does not start with the endpoint: no proxy's call.
+        #expect(read("/x/../.attest/verify/api/x") == .untrusted)
+        #expect(read("/.attest/%76erify/api/x") == .untrusted)
+        #expect(read("http://gw" + Self.endpoint + "/api/x") == original("GET", "/api/x", host: "auth.internal"))
     }
 
     @Test func aMissingMethodHeaderIsRefusedNotTakenFromTheCall() {
