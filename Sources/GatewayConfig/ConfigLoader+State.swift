@@ -12,10 +12,11 @@ extension ConfigLoader {
         return AdminConfig(address: address)
     }
 
-    /// `forward_auth: {path: /.attest/verify}` (an extension of the contract).
+    /// `forward_auth: {path: /.attest/verify, source: auto}` (CONFIG.md Additions).
     static func decodeForwardAuth(_ top: MappingReader) -> ForwardAuthConfig? {
         guard let map = top.mapping("forward_auth") else { return nil }
-        map.rejectUnknownKeys(allowed: ["path"])
+        map.rejectUnknownKeys(allowed: ["path", "source"])
+        let source = map.oneOf("source", [ForwardAuthSource.auto, .nginx, .traefik, .envoy])
         guard let text = map.string("path", required: true) else { return nil }
         guard text.hasPrefix("/"), text.count > 1, !text.contains("?"), !text.contains("#"), !text.contains(" ") else {
             map.report("must start with \"/\" and name a path (e.g. /.attest/verify)", key: "path")
@@ -23,7 +24,9 @@ extension ConfigLoader {
         }
         var path = text
         while path.count > 1 && path.hasSuffix("/") { path.removeLast() }
-        return ForwardAuthConfig(path: path)
+        var config = ForwardAuthConfig(path: path)
+        if let source { config.source = source }
+        return config
     }
 
     /// A `host:port` value; reports `invalid address`.

@@ -532,6 +532,8 @@ extension DownstreamConnection {
 
     /// Writes a gateway-made response and finishes the exchange.
     func respondLocal(_ response: LocalResponse, close closeConnection: Bool) {
+        // HEAD: the answer has no content (RFC 9110 9.3.2); a body would be read as the next response's start.
+        var response = response; response.headOnly = exchange.head?.methodIs("HEAD") ?? false
         if exchange.head == nil { exchange.startMicros = MonotonicClock.nowMicros() }
         exchange.outMark = totalWritten + outBuf.readableBytes
         let isHTTP10 = exchange.head?.version == .http10
@@ -583,6 +585,10 @@ extension DownstreamConnection {
         let routeName: [UInt8] = exchange.routeIndex >= 0 ? gen.routes[exchange.routeIndex].jsonName : Array("null".utf8)
         let bytesOut = totalWritten + outBuf.readableBytes - exchange.outMark
         let verdict = exchange.verdict.text
+        if let original = exchange.forwardAuth {   // forward-auth: the original request's line, not the call's
+            logForwardAuthCheck(original, log: log, route: routeName, status: status, bytesOut: bytesOut, verdict: verdict)
+            return
+        }
         withRequestID { id in
             if let head = exchange.head {
                 // The path as routed (canonical), so the log says what was judged and forwarded.

@@ -1,63 +1,43 @@
 import Attestation
 import GatewayCore
 import HTTP1
-
-/// The original request a forward-auth call asks about.
-struct ForwardAuthTarget {
-    let method: [UInt8]
-    /// Origin form: path and query, as the client sent them to the other proxy.
-    let target: [UInt8]
-}
+import Observability
 
 /// Forward-auth (`forward_auth.path`): another proxy asks whether to let a request through — nginx `auth_request`,
 /// Traefik `forwardAuth`, Envoy `ext_authz` (HTTP service). The gateway matches the *original* request against the
 /// routes and runs that route's verification (limited use and App Attest counters included) on the headers of the
 /// call, then answers instead of forwarding: 200 with the `X-Attest-*` headers, or the rejection (401/403/503 JSON).
 ///
-/// The original method and URI come from `X-Forwarded-Method` / `X-Forwarded-Uri` (Traefik) or
-/// `X-Original-Method` / `X-Original-URI` (the usual nginx `proxy_set_header` names), else — Envoy's layout — from
-/// the call itself: its method and the target after `{path}`. The host from `X-Forwarded-Host`, else `Host`.
+/// Where the original method, URI and host come from is `forward_auth.source` (ForwardAuthTarget.read); the route
+/// is matched on the canonical path, as for a request the gateway receives itself.
 extension DownstreamConnection {
-    static let forwardedMethod: [[UInt8]] = ["x-forwarded-method", "x-original-method"].map { Array($0.utf8) }
-    static let forwardedURI: [[UInt8]] = ["x-forwarded-uri", "x-original-uri"].map { Array($0.utf8) }
-    static let forwardedHost = Array("x-forwarded-host".utf8)
-
+    /// `prefixLength`: the length of `forward_auth.path`, which the call's path starts with.
     func beginForwardAuth(_ head: HTTP1RequestHead, prefixLength: Int) {
-        let original: (target: ForwardAuthTarget, host: [UInt8]?)? = head.bytes.withUnsafeBytes { raw in
-            func field(_ names: [[UInt8]]) -> [UInt8]? {
-                for name in names {
-                    if case .value(let r) = RouteVerification.tokenField(head, raw, lowercasedName: name) { return Array(raw[r]) }
-                }
-                return nil
-            }
-            let host = field([Self.forwardedHost]) ?? head.host.map { Array(raw[$0]) }
-            if let uri = field(Self.forwardedURI) {
-                let method = field(Self.forwardedMethod) ?? Array(raw[head.method])
-                return (ForwardAuthTarget(method: method, target: uri), host)
-            }
-            let target = HeaderFilter.originForm(UnsafeRawBufferPointer(rebasing: raw[head.target]))
-            guard target.count > prefixLength else { return nil }
-            return (ForwardAuthTarget(method: Array(raw[head.method]), target: Array(target[prefixLength...])), host)
-        }
+        let runtime = gen.runtime
         let unread = !exchange.requestDone || !head.keepAlive
-        guard let original, original.target.target.first == UInt8(ascii: "/"), !original.target.method.isEmpty else {
-            respondLocal(.forwardAuthWithoutTarget(), close: unread)
-            return
+        let original: ForwardAuthTarget
+        switch ForwardAuthTarget.read(head, endpoint: runtime.forwardAuthPath ?? [], source: runtime.forwardAuthSource,
+                                      hostRequired: runtime.routesMatchHost, pathOptions: runtime.pathOptions) {
+        case .original(let o): original = o
+        case .missing: respondLocal(.forwardAuthWithoutTarget(), close: unread); return
+        case .untrusted: respondLocal(.untrustedForwarding(), close: unread); return
+        case .ambiguous: respondLocal(.ambiguousPath(), close: unread); return
         }
-        let routeIndex: Int? = original.target.method.withUnsafeBytes { method in
-            original.target.target.withUnsafeBytes { target in
+        // Set before routing, so the access log shows the original request even when no route matches.
+        exchange.forwardAuth = original
+        let routeIndex: Int? = original.method.withUnsafeBytes { method in
+            original.canonical.withUnsafeBytes { target in
                 let path = HeaderFilter.path(of: target)
                 if let host = original.host {
-                    return host.withUnsafeBytes { gen.runtime.routes.match(method: method, host: $0, path: path) }
+                    return host.withUnsafeBytes { runtime.routes.match(method: method, host: $0, path: path) }
                 }
-                return gen.runtime.routes.match(method: method, host: nil, path: path)
+                return runtime.routes.match(method: method, host: nil, path: path)
             }
         }
         guard let routeIndex else {
             respondLocal(.notFound(), close: unread)
             return
         }
-        exchange.forwardAuth = original.target
         exchange.routeIndex = routeIndex
         let route = gen.routes[routeIndex]
         exchange.bodyLimit = route.maxBodyBytes
@@ -83,5 +63,24 @@ extension DownstreamConnection {
         }
         exchange.heldBody = nil
         respondLocal(response, close: !exchange.requestDone || !(exchange.head?.keepAlive ?? false))
+    }
+}
+
+extension DownstreamConnection {
+    /// The access log line of a forward-auth call: the original request it asked about (its method and canonical
+    /// path), since the call's own line is always the endpoint.
+    func logForwardAuthCheck(_ original: ForwardAuthTarget, log: AccessLog, route: [UInt8], status: Int, bytesOut: Int,
+                             verdict: StaticString) {
+        let proto: StaticString = stream != nil ? "HTTP/2" : exchange.head?.version == .http10 ? "HTTP/1.0" : "HTTP/1.1"
+        withRequestID { id in
+            original.method.withUnsafeBytes { method in
+                original.canonical.withUnsafeBytes { target in
+                    log.record(time: exchange.startMicros, route: route, method: method, path: HeaderFilter.path(of: target),
+                               status: status, upstreamStatus: exchange.upstreamStatus, bytesIn: exchange.bytesIn,
+                               bytesOut: bytesOut, verdict: verdict, reason: exchange.reason?.code, requestID: id,
+                               protocol: proto)
+                }
+            }
+        }
     }
 }

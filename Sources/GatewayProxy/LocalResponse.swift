@@ -12,6 +12,8 @@ struct LocalResponse {
     var extraHeaders: String = ""
     /// A JSON body other than `{"error":…,"reason":…}` (the registration endpoints' answers).
     var json: String? = nil
+    /// The request was HEAD: the head (Content-Length included) is sent, the body is not.
+    var headOnly = false
 
     /// A gateway-made JSON answer (registration endpoints).
     static func json(status: Int, _ phrase: StaticString, _ body: String) -> LocalResponse {
@@ -145,6 +147,6 @@ struct LocalResponse {
             out.append("\r\nConnection: keep-alive" as StaticString)
         }
         out.append("\r\n\r\n" as StaticString)
-        out.append(body)
+        if !headOnly { out.append(body) }
     }
 }

@@ -44,6 +44,10 @@ public struct ProxyRuntime: Sendable {
     let registration: RegistrationEndpoints
     /// `forward_auth.path`, if configured.
     let forwardAuthPath: [UInt8]?
+    /// `forward_auth.source`: where a call's original method, URI and host come from.
+    let forwardAuthSource: ForwardAuthSource
+    /// Some route has `match.host`: a forward-auth call must then name the original host.
+    let routesMatchHost: Bool
     /// `paths:` — how request targets are made canonical before routing (also forward-auth's original URI).
     let pathOptions: RequestTargetCanonicalizer.Options
     /// `limits.max_held_body_bytes`, process-wide (kept across reloads; the limit follows the configuration).
@@ -129,6 +133,8 @@ public struct ProxyRuntime: Sendable {
                 ? try StateService.open(config.state) : nil
         }
         fraudMetrics = try Self.fraudMetricRefreshers(config, verifiers: verifiers, state: state)
+        forwardAuthSource = config.forwardAuth?.source ?? .auto
+        routesMatchHost = config.routes.contains { $0.match.host != nil }
         var targets: [UpstreamTarget] = []
         for u in config.upstreams {
             var tlsContext: TLSContext? = nil

@@ -1,6 +1,8 @@
 """Forward-auth: the gateway judges requests another proxy forwards. A real nginx (`auth_request`, Debian's build on
-127.0.0.1) in front of a recording upstream, the gateway as its auth service; plus Traefik's (`X-Forwarded-Uri`)
-and Envoy's (`{path}/<original path>`) layouts called directly."""
+127.0.0.1, an older snippet without X-Original-Host under `source: auto`) in front of a recording upstream, the
+gateway as its auth service; Traefik's (`X-Forwarded-Uri`) and Envoy's (`{path}/<original path>`) layouts called
+directly; and every call that must be refused (`untrusted_forwarding`, `ambiguous_path`) against a gateway per
+`forward_auth.source`. The documented nginx snippet itself runs in test_forward_auth_nginx.py."""
 
 from __future__ import annotations
 
@@ -134,7 +136,8 @@ def test_nginx_auth_request_returns_the_rejection(env):
     # The access log is flushed after the loop's batch of events, a moment after the response went out: poll.
     wanted, deadline = {"missing_token", "expired", "malformed_token"}, time.monotonic() + 5
     while True:
-        lines = [l for l in env.gw.log_lines() if l.get("path") == VERIFY and l.get("status") == 401]
+        # The line names the original request (method, canonical path), not the endpoint.
+        lines = [l for l in env.gw.log_lines() if (l.get("method"), l.get("path"), l.get("status")) == ("GET", "/api/x", 401)]
         if {l["reason"] for l in lines} >= wanted or time.monotonic() > deadline:
             break
         time.sleep(0.05)
@@ -189,3 +192,233 @@ def test_traefik_and_envoy_layouts(env):
     r = call(env, VERIFY, [(H, token)])
     assert r.status == 400 and json.loads(r.body)["reason"] == "forward_auth_target_missing"
     assert call(env, VERIFY + "/nowhere", [(H, token)]).status == 404
+
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Where the original request comes from (forward_auth.source), and every call refused instead of judged
+
+
+def source_cfg(port: int, up_url: str, jwks_url: str, source: str) -> str:
+    routes = [
+        {"name": "admin", "match": {"path_prefix": "/admin", "host": "admin.example.com"}, "upstream": "api",
+         "verify": ["fb"]},
+        {"name": "api", "match": {"path_prefix": "/api"}, "upstream": "api", "verify": ["fb"]},
+        {"name": "public", "match": {"path_prefix": "/"}, "upstream": "api", "verify": []},
+    ]
+    return gateway_config(port, {"api": up_url}, routes=routes, verifiers={"fb": app_check_verifier(jwks_url)}) + \
+        f"forward_auth:\n  path: {VERIFY}\n  source: {source}\n"
+
+
+SOURCES = ("auto", "nginx", "traefik", "envoy")
+
+
+@pytest.fixture(scope="module")
+def by_source(env, module_factory):
+    """A gateway per `forward_auth.source`, each with a match.host route (so an original host is required)."""
+    gws = {}
+    for source in SOURCES:
+        port = free_port()
+        gws[source] = module_factory.gateway(source_cfg(port, env.up.url, env.iss.jwks_url, source))
+    for gw in gws.values():
+        wait_gateway_accepts(gw.port, "/api/warm", H, env.iss.token())
+    return gws
+
+
+def raw_call(port: int, target: str, headers: list, host: str | None = "auth.internal", method: str = "GET",
+             version: str = "HTTP/1.1") -> U.Resp:
+    req = f"{method} {target} {version}\r\n"
+    if host is not None:
+        req += f"Host: {host}\r\n"
+    for k, v in headers:
+        req += f"{k}: {v}\r\n"
+    r = U.one_shot(port, (req + "\r\n").encode("latin-1"), method=method)
+    assert r is not None
+    return r
+
+
+def reason(r: U.Resp) -> str | None:
+    return json.loads(r.body).get("reason") if r.body else None
+
+
+def nginx_headers(uri: str, method: str = "GET", host: str | None = "admin.example.com") -> list:
+    h = [("X-Original-URI", uri), ("X-Original-Method", method)]
+    return h + ([("X-Original-Host", host)] if host else [])
+
+
+def traefik_headers(uri: str, method: str = "GET", host: str | None = "admin.example.com") -> list:
+    h = [("X-Forwarded-Uri", uri), ("X-Forwarded-Method", method), ("X-Forwarded-Proto", "https")]
+    return h + ([("X-Forwarded-Host", host)] if host else [])
+
+
+def untrusted(r: U.Resp) -> bool:
+    return r.status == 400 and reason(r) == "untrusted_forwarding"
+
+
+def test_each_source_is_read_from_its_own_headers_and_host(env, by_source):
+    token = env.iss.token()
+    layouts = {"nginx": lambda host, extra: (VERIFY, nginx_headers("/admin/x", host=host) + extra, "auth.internal"),
+               "traefik": lambda host, extra: (VERIFY, traefik_headers("/admin/x", host=host) + extra, "auth.internal"),
+               "envoy": lambda host, extra: (VERIFY + "/admin/x", extra, host)}
+    for source, layout in layouts.items():
+        for gw in (by_source[source], by_source["auto"]):
+            target, headers, host = layout("admin.example.com", [])
+            r = raw_call(gw.port, target, headers, host=host)
+            assert r.status == 401 and reason(r) == "missing_token", (source, r.status, r.body)
+            target, headers, host = layout("Admin.Example.com", [(H, token)])
+            r = raw_call(gw.port, target, headers, host=host)
+            assert r.status == 200 and r.one("x-attest-verdict") == "verified", (source, r.status, r.body)
+            # Another host: the admin route does not apply, the public catch-all does.
+            target, headers, host = layout("www.example.com", [])
+            r = raw_call(gw.port, target, headers, host=host)
+            assert r.status == 200 and json.loads(r.body) == {"verdict": "none"}, (source, r.status, r.body)
+
+
+def test_two_sources_uris_are_refused_by_every_source_setting(by_source):
+    calls = [
+        (VERIFY, nginx_headers("/admin/x") + [("X-Forwarded-Uri", "/public")]),
+        (VERIFY, traefik_headers("/admin/x") + [("X-Original-URI", "/public")]),
+        (VERIFY + "/public", nginx_headers("/admin/x")),
+        (VERIFY + "/public", traefik_headers("/admin/x")),
+    ]
+    for source, gw in by_source.items():
+        for target, headers in calls:
+            r = raw_call(gw.port, target, headers)
+            assert untrusted(r), (source, target, headers, r.status, r.body)
+
+
+def test_a_named_source_refuses_any_other_sources_uri(by_source):
+    refused = {
+        "nginx": [(VERIFY, traefik_headers("/admin/x")), (VERIFY + "/admin/x", [])],
+        "traefik": [(VERIFY, nginx_headers("/admin/x")), (VERIFY + "/admin/x", [])],
+        "envoy": [(VERIFY + "/admin/x", [("X-Original-URI", "/public")]),
+                  (VERIFY + "/admin/x", [("X-Forwarded-Uri", "/public")]),
+                  (VERIFY, nginx_headers("/admin/x")), (VERIFY, traefik_headers("/admin/x"))],
+    }
+    for source, calls in refused.items():
+        for target, headers in calls:
+            r = raw_call(by_source[source].port, target, headers, host="admin.example.com")
+            assert untrusted(r), (source, target, headers, r.status, r.body)
+    # A named source without its own URI names no original request at all.
+    for source in SOURCES:
+        r = raw_call(by_source[source].port, VERIFY, [(H, "x")])
+        assert r.status == 400 and reason(r) == "forward_auth_target_missing", (source, r.status)
+
+
+def test_the_host_of_another_source_is_never_used(by_source):
+    # nginx call + a client's X-Forwarded-Host: no original host (refused, a route matches on host) ...
+    for source in ("nginx", "auto"):
+        r = raw_call(by_source[source].port, VERIFY, nginx_headers("/admin/x", host=None) +
+                     [("X-Forwarded-Host", "www.example.com")])
+        assert untrusted(r), (source, r.status, r.body)
+        # ... and beside nginx's own host it changes nothing: still the admin route.
+        r = raw_call(by_source[source].port, VERIFY, nginx_headers("/admin/x") + [("X-Forwarded-Host", "www.example.com")])
+        assert r.status == 401 and reason(r) == "missing_token", (source, r.status, r.body)
+    for source in ("traefik", "auto"):
+        r = raw_call(by_source[source].port, VERIFY, traefik_headers("/admin/x", host=None) +
+                     [("X-Original-Host", "www.example.com")])
+        assert untrusted(r), (source, r.status, r.body)
+    # Envoy: the call's Host, never a header's.
+    r = raw_call(by_source["envoy"].port, VERIFY + "/admin/x", [("X-Forwarded-Host", "www.example.com"),
+                                                               ("X-Original-Host", "www.example.com")],
+                 host="admin.example.com")
+    assert r.status == 401 and reason(r) == "missing_token"
+
+
+def test_repeated_or_empty_fields_are_refused(by_source):
+    for make, names in ((nginx_headers, ("X-Original-URI", "X-Original-Method", "X-Original-Host")),
+                        (traefik_headers, ("X-Forwarded-Uri", "X-Forwarded-Method", "X-Forwarded-Host"))):
+        source = "nginx" if make is nginx_headers else "traefik"
+        base = make("/admin/x")
+        for name in names:
+            value = dict(base)[name]
+            repeated = base + [(name, value)]
+            empty = [(k, "" if k == name else v) for k, v in base]
+            for headers in (repeated, empty):
+                for gw in (by_source[source], by_source["auto"]):
+                    r = raw_call(gw.port, VERIFY, headers)
+                    assert untrusted(r), (source, name, headers, r.status, r.body)
+
+
+def test_a_missing_method_header_is_refused_not_taken_from_the_call(env, by_source):
+    token = env.iss.token()
+    for source, headers in (("nginx", [("X-Original-URI", "/api/x"), ("X-Original-Host", "a.test")]),
+                            ("traefik", [("X-Forwarded-Uri", "/api/x"), ("X-Forwarded-Host", "a.test")])):
+        for gw in (by_source[source], by_source["auto"]):
+            r = raw_call(gw.port, VERIFY, headers + [(H, token)])
+            assert untrusted(r), (source, r.status, r.body)
+    # Also without any host route (the module's first gateway): a method header is still required.
+    r = raw_call(env.gw.port, VERIFY, [("X-Original-URI", "/api/x"), (H, token)])
+    assert untrusted(r)
+    # A method that is not a token.
+    r = raw_call(env.gw.port, VERIFY, [("X-Original-URI", "/api/x"), ("X-Original-Method", "GET /x"), (H, token)])
+    assert untrusted(r)
+
+
+def test_no_original_host_while_a_route_matches_host_is_refused(env, by_source):
+    token = env.iss.token()
+    auto = by_source["auto"].port
+    assert untrusted(raw_call(auto, VERIFY, nginx_headers("/api/x", host=None) + [(H, token)]))
+    assert untrusted(raw_call(auto, VERIFY, traefik_headers("/api/x", host=None) + [(H, token)]))
+    assert untrusted(raw_call(by_source["envoy"].port, VERIFY + "/api/x", [(H, token)], host=None, version="HTTP/1.0"))
+    # Without any match.host route, no host is needed (the module's first gateway).
+    r = raw_call(env.gw.port, VERIFY, nginx_headers("/api/x", host=None) + [(H, token)])
+    assert r.status == 200 and r.one("x-attest-verdict") == "verified"
+
+
+def test_the_original_target_is_routed_on_its_canonical_path(env):
+    token = env.iss.token()
+    spellings = ["/%61pi/x", "//api/x", "/open/../api/x", "/./api/x", "/%41pi/../api/x"]
+    for spelling in spellings:
+        for headers, target in ((traefik_headers(spelling, host=None), VERIFY), (nginx_headers(spelling, host=None), VERIFY),
+                                ([], VERIFY + spelling)):
+            r = raw_call(env.gw.port, target, headers)
+            assert r.status == 401 and reason(r) == "missing_token", (spelling, target, r.status, r.body)
+            r = raw_call(env.gw.port, target, headers + [(H, token)])
+            assert r.status == 200 and r.one("x-attest-verdict") == "verified", (spelling, target, r.status)
+    for spelling in ("/api%2Fx", "/open/..%2Fapi/x", "/../api/x", "/open;x=1", "/%00"):
+        calls = [(traefik_headers(spelling, host=None), VERIFY), (nginx_headers(spelling, host=None), VERIFY)]
+        if not spelling.startswith("/.."):   # (Envoy's "/.attest/verify/../api/x" is no call to the endpoint at all)
+            calls.append(([], VERIFY + spelling))
+        for headers, target in calls:
+            r = raw_call(env.gw.port, target, headers + [(H, token)])
+            assert r.status == 400 and reason(r) == "ambiguous_path", (spelling, target, r.status, r.body)
+
+
+def test_the_access_log_shows_the_original_method_and_canonical_path(env):
+    r = raw_call(env.gw.port, VERIFY, traefik_headers("/%61pi/log-check?x=1", method="POST", host=None))
+    assert r.status == 401
+    deadline = time.monotonic() + 5
+    while True:
+        lines = [l for l in env.gw.log_lines() if l.get("path") == "/api/log-check"]
+        if lines or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert lines and lines[-1]["method"] == "POST" and lines[-1]["route"] == "api" and lines[-1]["status"] == 401
+    assert lines[-1]["reason"] == "missing_token"
+
+
+def test_app_attest_signs_the_original_target_as_sent_not_its_canonical_form(env):
+    d = Device(env.bin, env.ca, env.tmp / "fa-device-canonical")
+    register(env.gw.port, d)
+    sent = "/%69os/profile?v=1"          # routed as /ios/profile
+    h = d.assertions("GET", sent, b"")[0]
+    r = raw_call(env.gw.port, VERIFY, traefik_headers(sent, host=None) + list(h.items()))
+    assert r.status == 200 and r.one("x-attest-verdict") == "verified", (r.status, r.body)
+    h = d.assertions("GET", "/ios/profile?v=1", b"")[0]     # signed over the canonical form: not what was sent
+    r = raw_call(env.gw.port, VERIFY, traefik_headers(sent, host=None) + list(h.items()))
+    assert r.status == 401 and reason(r) == "bad_assertion", (r.status, r.body)
+
+
+def test_a_head_call_is_answered_without_a_body_on_a_kept_connection(env):
+    """What lets nginx keep its connections (`proxy_method HEAD`): the answer's head only, then the next one."""
+    token = env.iss.token()
+    with U.Conn(env.gw.port) as c:
+        for headers, status in (([], 401), ([(H, token)], 200), ([], 401)):
+            req = f"HEAD {VERIFY} HTTP/1.1\r\nHost: gw.test\r\n" + "".join(
+                f"{k}: {v}\r\n" for k, v in nginx_headers("/api/head", host=None) + headers) + "\r\n"
+            r = c.request(req.encode("latin-1"))
+            assert r is not None and r.status == status and r.body == b"", (status, r and r.status)
+            assert int(r.one("content-length")) > 0
+        r = c.request(http_get(VERIFY + "/api/after-head", [(H, token)]))
+        assert r is not None and r.status == 200 and json.loads(r.body) == {"verdict": "verified"}
