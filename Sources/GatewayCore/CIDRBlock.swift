@@ -24,6 +24,13 @@ public struct CIDRBlock: Sendable, Equatable, CustomStringConvertible {
             prefix = p
         }
         guard Self.mask(bytes, prefix) == bytes else { return nil }
+        if bytes.count == 16 && prefix >= 96 && bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xFF && bytes[11] == 0xFF {
+            // `::ffff:10.0.0.0/104` is an IPv4 block written as IPv6: held as `10.0.0.0/8`, so it matches IPv4 peers
+            // (and, like every IPv4 block, their mapped form).
+            network = Array(bytes[12..<16])
+            prefixLength = prefix - 96
+            return
+        }
         network = bytes
         prefixLength = prefix
     }

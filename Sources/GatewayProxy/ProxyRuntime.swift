@@ -119,9 +119,8 @@ public struct ProxyRuntime: Sendable {
         } else {
             heldBodies = HeldBodyBudget(limit: config.limits.maxHeldBodyBytes)
         }
-        pathOptions = RequestTargetCanonicalizer.Options(
-            mergeSlashes: config.paths.mergeSlashes, keepEscapedSlashes: config.paths.escapedSlashes == .keep,
-            keepPathParameters: config.paths.pathParameters == .keep)
+        // The same options check-config judged the match paths with, so routing and the check never disagree.
+        pathOptions = config.paths.canonicalizerOptions
         // The state store is opened when something needs it: limited use, App Attest (challenges, keys, counters),
         // DeviceCheck's subject binding.
         // A reload keeps the open one (requests in flight may be waiting on it).
