@@ -107,3 +107,49 @@ def test_304_keeps_and_404_429_back_off(env):
     lines = ["GET /api/new HTTP/1.1", "Host: gw.test", "Connection: close"] + [f"{k}: {v}" for k, v in h.items()]
     assert outcome(U.one_shot(env.gw.port, ("\r\n".join(lines) + "\r\n\r\n").encode())) == (200, None)
     assert seen(env, "/api/new").one("x-attest-risk-metric") is None
+
+
+def test_a_risk_metric_over_the_limit_is_forwarded_on_monitor_and_refused_on_enforce(env):
+    """Apple's receipt says 9 (max_risk_metric 5): the enforce route answers 403 risk_too_high and the upstream never
+    sees it; the monitor route forwards with the failed verdict, the reason and the metric that would have refused
+    it."""
+    import upstreams as U
+    from harness import assert_json_error
+
+    env.apple.mode = ("200", 9)
+    register(env.gw.port, env.device)
+    wait_for(lambda: env.apple.count() >= 1, 10, "the ATTEST receipt was not exchanged at once")
+    wait_for(lambda: call(env, "/api/risky") == (403, "risk_too_high"), 15, "max_risk_metric not enforced")
+    h = env.device.assertions("GET", "/api/risky2", b"")[0]
+    lines = ["GET /api/risky2 HTTP/1.1", "Host: gw.test", "Connection: close"] + [f"{k}: {v}" for k, v in h.items()]
+    r = U.one_shot(env.gw.port, ("\r\n".join(lines) + "\r\n\r\n").encode())
+    doc = assert_json_error(r, 403)
+    assert doc == {"error": "forbidden", "reason": "risk_too_high"}, doc
+    assert r.get("www-authenticate") == [], "a 403 carries no authentication challenge"
+    with env.up.lock:
+        assert not [q for q in env.up.requests if q.target.startswith("/api/risky")], "a refused request was forwarded"
+
+    assert call(env, "/mon/risky") == (200, None)
+    q = seen(env, "/mon/risky")
+    assert q.one("x-attest-verdict") == "failed", q.headers
+    assert q.one("x-attest-reason") == "risk_too_high", q.headers
+    assert q.get("x-attest-risk-metric") == ["9"], q.headers
+    assert q.get("x-attest-verifier") == ["aa"], q.headers
+    for name in ("x-app-attest-assertion", "x-app-attest-key-id", "x-app-attest-timestamp"):
+        assert q.get(name) == [], name
+    # A client cannot plant its own metric or verdict: X-Attest-* from the client are removed.
+    h = env.device.assertions("GET", "/mon/planted", b"")[0]
+    lines = ["GET /mon/planted HTTP/1.1", "Host: gw.test", "Connection: close", "X-Attest-Risk-Metric: 0",
+             "X-Attest-Verdict: verified"] + [f"{k}: {v}" for k, v in h.items()]
+    assert U.one_shot(env.gw.port, ("\r\n".join(lines) + "\r\n\r\n").encode()).status == 200
+    q = seen(env, "/mon/planted")
+    assert q.get("x-attest-risk-metric") == ["9"] and q.get("x-attest-verdict") == ["failed"], q.headers
+
+
+def test_a_risk_metric_within_the_limit_is_forwarded_on_monitor_as_verified(env):
+    env.apple.mode = ("200", 4)
+    register(env.gw.port, env.device)
+    wait_for(lambda: call(env, "/mon/ok") == (200, None) and seen(env, "/mon/ok").one("x-attest-risk-metric") == "4",
+             15, "the risk metric never reached the upstream on the monitor route")
+    q = seen(env, "/mon/ok")
+    assert q.one("x-attest-verdict") == "verified" and q.get("x-attest-reason") == [], q.headers
