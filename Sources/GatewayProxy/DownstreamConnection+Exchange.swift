@@ -199,7 +199,7 @@ extension DownstreamConnection {
         noteDecision(plan, decision)
         let unreadBody = !exchange.requestDone
         if !plan.monitor, let status = decision.status {
-            respondLocal(.rejected(status, schemes: plan.schemes(for: decision)), close: unreadBody || !head.keepAlive)
+            respondLocal(.rejected(status, schemes: plan.schemes(for: decision, head: head)), close: unreadBody || !head.keepAlive)
             return
         }
         if case .contentLength(let n) = head.framing, n > route.maxBodyBytes {
@@ -318,7 +318,7 @@ extension DownstreamConnection {
                                _ decision: VerificationDecision) {
         noteDecision(plan, decision)
         if !plan.monitor, let status = decision.status {
-            respondLocal(.rejected(status, schemes: plan.schemes(for: decision)),
+            respondLocal(.rejected(status, schemes: plan.schemes(for: decision, head: head)),
                          close: head.framing != .none || !head.keepAlive)
             return
         }

@@ -307,11 +307,21 @@ extension RouteVerification {
         }
     }
 
-    /// The `WWW-Authenticate` schemes of a rejection: the verifier that failed, or every verifier for a missing token.
-    func schemes(for decision: VerificationDecision) -> [StaticString] {
+    /// The `WWW-Authenticate` schemes of a rejection: the verifier that failed, or for a missing token every verifier
+    /// whose credential the request does not carry (with `require_all`, a present App Check token next to a missing
+    /// App Attest assertion challenges for App Attest only).
+    func schemes(for decision: VerificationDecision, head: HTTP1RequestHead?) -> [StaticString] {
         if let i = decision.verifierIndex { return [verifiers[i].scheme] }
         var schemes: [StaticString] = []
-        for v in verifiers where !schemes.contains(where: { $0.description == v.scheme.description }) { schemes.append(v.scheme) }
+        head?.bytes.withUnsafeBytes { raw in
+            for (i, v) in verifiers.enumerated() {
+                if let head, Self.hasField(head, raw, lowercasedName: presenceHeaders[i]) { continue }
+                if !schemes.contains(where: { $0.description == v.scheme.description }) { schemes.append(v.scheme) }
+            }
+        }
+        if schemes.isEmpty {
+            for v in verifiers where !schemes.contains(where: { $0.description == v.scheme.description }) { schemes.append(v.scheme) }
+        }
         return schemes
     }
 
