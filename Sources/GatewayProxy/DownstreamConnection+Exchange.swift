@@ -111,31 +111,33 @@ extension DownstreamConnection {
             exchange.requestID = .generated(low)
         }
         let hasBody = head.framing != .none
-        exchange.generation = worker.current
-        let runtime = worker.current.runtime
+        let generation = worker.current
+        exchange.generation = generation
+        // Read through the generation (a class): a `let runtime = …` copy would retain every field of the struct.
         var registration: (action: RegistrationEndpoints.Action, verifier: AppAttestVerifier)? = nil
         var forwardAuth = false
-        let target = head.bytes.withUnsafeBytes { raw in
-            RequestTarget.resolve(head, raw, options: runtime.pathOptions)
-        }
-        let routeIndex: Int? = target.flatMap { target in
+        // One pass over the head's bytes: the canonical target, then the endpoint or route it names.
+        var ambiguous = false
+        let routeIndex: Int? = head.bytes.withUnsafeBytes { raw -> Int? in
+            guard let target = RequestTarget.resolve(head, raw, options: generation.runtime.pathOptions) else {
+                ambiguous = true
+                return nil
+            }
             exchange.canonicalTarget = target.canonical
             exchange.authority = target.authority
-            return withRoutingPath { path in
-                if !runtime.registration.isEmpty, let endpoint = runtime.registration.match(path: path) {
+            let host = target.authority ?? head.host
+            return Self.withRoutingPath(canonical: target.canonical, head, raw) { path -> Int? in
+                if !generation.runtime.registration.isEmpty, let endpoint = generation.runtime.registration.match(path: path) {
                     registration = endpoint
                     return nil
                 }
-                if let fa = runtime.forwardAuthPath, Bytes.hasPrefix(path, fa),
+                if let fa = generation.runtime.forwardAuthPath, Bytes.hasPrefix(path, fa),
                    path.count == fa.count || path[fa.count] == UInt8(ascii: "/") {
                     forwardAuth = true
                     return nil
                 }
-                return head.bytes.withUnsafeBytes { raw in
-                    runtime.routes.match(method: UnsafeRawBufferPointer(rebasing: raw[head.method]),
-                                         host: exchange.effectiveHost.map { UnsafeRawBufferPointer(rebasing: raw[$0]) },
-                                         path: path)
-                }
+                return generation.runtime.routes.match(method: UnsafeRawBufferPointer(rebasing: raw[head.method]),
+                                            host: host.map { UnsafeRawBufferPointer(rebasing: raw[$0]) }, path: path)
             }
         }
         phase = .forwarding
@@ -148,11 +150,11 @@ extension DownstreamConnection {
             beginRegistration(head, registration)
             return
         }
-        if forwardAuth, let fa = runtime.forwardAuthPath {
+        if forwardAuth, let fa = generation.runtime.forwardAuthPath {
             beginForwardAuth(head, prefixLength: fa.count)
             return
         }
-        guard target != nil else {
+        guard !ambiguous else {
             // Servers would read this target differently: refuse it rather than route one reading and serve another.
             respondLocal(.ambiguousPath(), close: hasBody || !head.keepAlive)
             return
@@ -592,8 +594,8 @@ extension DownstreamConnection {
         withRequestID { id in
             if let head = exchange.head {
                 // The path as routed (canonical), so the log says what was judged and forwarded.
-                withRoutingPath { path in
-                    head.bytes.withUnsafeBytes { raw in
+                head.bytes.withUnsafeBytes { raw in
+                    Self.withRoutingPath(canonical: exchange.canonicalTarget, head, raw) { path in
                         log.record(time: exchange.startMicros, route: routeName,
                                    method: UnsafeRawBufferPointer(rebasing: raw[head.method]),
                                    path: path,

@@ -15,8 +15,6 @@ enum FieldClass {
     /// Forwarded, X-Real-IP, X-Forwarded-Port, X-Forwarded-Prefix: kept from a trusted proxy, else dropped (a
     /// client could otherwise pass for another address, scheme or mount point).
     case forwardingChain
-    /// Host: replaced when an absolute-form target's authority routed the request.
-    case host
     case connection
 }
 
@@ -59,8 +57,6 @@ enum HeaderFilter {
             if n == 6 && eq(bytes, "expect") { return .drop }
         case UInt8(ascii: "f"):
             if n == 9 && eqFolded(bytes, "forwarded") { return .forwardingChain }
-        case UInt8(ascii: "h"):
-            if n == 4 && eq(bytes, "host") { return .host }
         case UInt8(ascii: "x"):
             if n >= 9 && eqPrefixFolded(bytes, "x-attest-") { return .attest }
             if n == 15 && eqFolded(bytes, "x-forwarded-for") { return .xForwardedFor }
@@ -199,8 +195,8 @@ enum HeaderFilter {
                         }
                         continue
                     }
-                case .host:
-                    if authority != nil { continue }
+                    // Host: replaced when an absolute-form target's authority routed the request.
+                    if authority != nil && name.count == 4 && eq(name, "host") { continue }
                 case .xForwardedFor:
                     // Several fields form one list (RFC 9110 5.3); a client's chain counts only from a trusted proxy.
                     if trustedPeer && !field.value.isEmpty { forwardedFor.append(field.value) }
@@ -304,7 +300,7 @@ enum HeaderFilter {
             for field in head.fields {
                 let name = UnsafeRawBufferPointer(rebasing: raw[field.name])
                 switch classify(name) {
-                case .forward, .attest, .xForwardedFor, .xForwardedProto, .xForwardedHost, .forwardingChain, .host:
+                case .forward, .attest, .xForwardedFor, .xForwardedProto, .xForwardedHost, .forwardingChain:
                     if !named.isEmpty && isNamed(name, raw, named) { continue }
                 case .drop:
                     // A HEAD/304 response's Transfer-Encoding describes the body it would have had: keep it.

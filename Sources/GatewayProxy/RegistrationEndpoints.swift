@@ -38,11 +38,18 @@ struct RegistrationEndpoints: Sendable {
 /// Bounded: when full, one entry is evicted (key and metric together), and its next use reads both from the store
 /// again — never a reset that would leave keys cached without their metric (`max_risk_metric` would fail open).
 final class AppAttestKeyCache: Sendable {
-    struct Entry: Sendable {
+    /// Immutable (a new metric replaces the entry), and a class so an exchange holding one stays one pointer.
+    final class Entry: Sendable {
         let record: AttestedKeyRecord
         let key: ECPublicKey
         /// The latest receipt's risk metric (nil: none known yet).
-        var riskMetric: Int?
+        let riskMetric: Int?
+
+        init(record: AttestedKeyRecord, key: ECPublicKey, riskMetric: Int?) {
+            self.record = record
+            self.key = key
+            self.riskMetric = riskMetric
+        }
     }
 
     private let keys = AnnotatedMutex<[String: Entry]>([:])
@@ -56,7 +63,9 @@ final class AppAttestKeyCache: Sendable {
 
     /// A new metric for a key (refresher, registration); a key not cached picks it up from the store when loaded.
     func setRiskMetric(_ keyID: String, _ metric: Int?) {
-        keys.withLock { keys in keys[keyID]?.riskMetric = metric }
+        keys.withLock { keys in
+            if let old = keys[keyID] { keys[keyID] = Entry(record: old.record, key: old.key, riskMetric: metric) }
+        }
     }
 
     /// Caches `record` with its metric and returns its entry; nil when its public key is not a valid P-256 point.

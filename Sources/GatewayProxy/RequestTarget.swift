@@ -15,13 +15,15 @@ struct RequestTarget {
                         options: RequestTargetCanonicalizer.Options) -> RequestTarget? {
         let full = UnsafeRawBufferPointer(rebasing: raw[head.target])
         var resolved = RequestTarget()
-        // authority-form (CONNECT) names no path: no route matches it (404), nothing to make canonical.
-        if head.methodIs("CONNECT") { return resolved }
-        if full.count > 0 && full[0] != UInt8(ascii: "/") && full[0] != UInt8(ascii: "*") {
+        var origin = full
+        if full.count > 0 && full[0] != UInt8(ascii: "/") {
+            // authority-form (CONNECT) names no path: no route matches it (404), nothing to make canonical.
+            if full[0] == UInt8(ascii: "*") || head.methodIs("CONNECT") { return resolved }
             guard let authority = absoluteFormAuthority(full) else { return nil }
             resolved.authority = (head.target.lowerBound + authority.lowerBound)..<(head.target.lowerBound + authority.upperBound)
+            origin = HeaderFilter.originForm(full)
         }
-        switch RequestTargetCanonicalizer.canonicalize(HeaderFilter.originForm(full), options: options) {
+        switch RequestTargetCanonicalizer.canonicalize(origin, options: options) {
         case .unchanged: break
         case .canonical(let t): resolved.canonical = t
         case .ambiguous: return nil
@@ -58,18 +60,14 @@ struct RequestTarget {
 }
 
 extension DownstreamConnection {
-    /// The path (no query) the request is routed on: the canonical one, else the target as sent in origin form.
+    /// The path (no query) a request is routed on: the canonical one, else the target as sent in origin form.
+    /// `raw` is `head.bytes` (the caller holds it, so the head is not copied here).
     @inline(__always)
-    func withRoutingPath<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
-        if let canonical = exchange.canonicalTarget {
+    static func withRoutingPath<R>(canonical: [UInt8]?, _ head: HTTP1RequestHead, _ raw: UnsafeRawBufferPointer,
+                                   _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        if let canonical {
             return canonical.withUnsafeBytes { body(HeaderFilter.path(of: $0)) }
         }
-        guard let head = exchange.head else { return body(UnsafeRawBufferPointer(start: nil, count: 0)) }
-        return head.bytes.withUnsafeBytes { raw in body(HeaderFilter.path(of: UnsafeRawBufferPointer(rebasing: raw[head.target]))) }
+        return body(HeaderFilter.path(of: UnsafeRawBufferPointer(rebasing: raw[head.target])))
     }
-}
-
-extension Exchange {
-    /// The host the request is for: an absolute-form target's authority, else the Host field (`:authority` on h2).
-    var effectiveHost: Range<Int>? { authority ?? head?.host }
 }
