@@ -4,26 +4,23 @@
 ///
 /// `description` is the line `check-config` prints: `gateway.yml:24:20: routes[0].match.path_prefix: warning: …`.
 public struct ConfigWarning: Sendable, Equatable, CustomStringConvertible {
-    public var file: String
-    /// 1-based line and column of the node the warning is about.
-    public var line: Int
-    public var column: Int
-    /// YAML path such as `routes[0].match.path_prefix`.
-    public var path: String
-    public var message: String
+    /// The place and the message, as an error would carry them (file, 1-based line and column, YAML path).
+    public var problem: ConfigError
 
     public init(file: String, line: Int, column: Int, path: String, message: String) {
-        self.file = file
-        self.line = line
-        self.column = column
-        self.path = path
-        self.message = message
+        problem = ConfigError(file: file, line: line, column: column, path: path, message: message)
     }
 
+    public var line: Int { problem.line }
+    public var column: Int { problem.column }
+    public var path: String { problem.path }
+    public var message: String { problem.message }
+
+    /// An error's line with `warning: ` before the message.
     public var description: String {
-        path.isEmpty
-            ? "\(file):\(line):\(column): warning: \(message)"
-            : "\(file):\(line):\(column): \(path): warning: \(message)"
+        var marked = problem
+        marked.message = "warning: " + problem.message
+        return marked.description
     }
 }
 
