@@ -86,7 +86,7 @@ let package = Package(
         .testTarget(name: "GatewayCryptoTests", dependencies: ["GatewayCrypto", "GatewayCore"]),
         .testTarget(name: "CBORTests", dependencies: ["CBOR", "GatewayCore"], resources: [.copy("Vectors")]),
         .testTarget(name: "JOSETests", dependencies: ["JOSE", "GatewayCrypto", "GatewayCore"]),
-        .testTarget(name: "AttestationTests", dependencies: ["Attestation", "JOSE", "GatewayCrypto", "KeySetCache", "CBOR"],
+        .testTarget(name: "AttestationTests", dependencies: ["Attestation", "JOSE", "GatewayCrypto", "KeySetCache", "CBOR", "StateStore", "GatewayCore"],
                     resources: [.copy("AppAttestVectors"), .copy("AppAttestReceiptVectors")]),
         .testTarget(name: "GatewayTestSupportTests", dependencies: ["GatewayTestSupport", "Attestation", "CBOR", "GatewayCrypto"]),
         .testTarget(name: "StateStoreTests", dependencies: ["StateStore", "StateStoreSQLite", "StateStoreRedis", "GatewayCore"]),

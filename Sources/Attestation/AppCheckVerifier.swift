@@ -10,6 +10,8 @@ public final class AppCheckVerifier: Sendable {
     public let policy: AppCheckPolicy
     /// The request header carrying the token (`X-Firebase-AppCheck` by default).
     public let headerName: String
+    /// `headerName` in lower case (headers are matched case-insensitively).
+    let lowercasedHeader: [UInt8]
     public let keys: KeySetCache<JWKS>
     /// Tokens over this size are refused before any parsing (Firebase's are ~1 KiB).
     public static let maxTokenBytes = 8 * 1024
@@ -23,6 +25,7 @@ public final class AppCheckVerifier: Sendable {
         self.name = name
         self.policy = policy
         self.headerName = headerName
+        lowercasedHeader = Array(headerName.lowercased().utf8)
         self.keys = keys
     }
 

@@ -59,6 +59,9 @@ public final class DeviceCheckVerifier: Sendable {
     public let headerName: String
     /// `subject_binding.header`, when the bit0 binding flow is on.
     public let subjectHeader: String?
+    /// `headerName` and `subjectHeader` in lower case (headers are matched case-insensitively).
+    let lowercasedHeader: [UInt8]
+    let lowercasedSubjectHeader: [UInt8]?
     public let auth: AppleAuthToken
     /// `replay_window`: on `limited_use` routes, how long a consumed device token's hash is kept.
     public let replayWindowSeconds: Int64
@@ -78,6 +81,8 @@ public final class DeviceCheckVerifier: Sendable {
         self.teamID = teamID
         self.headerName = headerName
         self.subjectHeader = subjectHeader
+        lowercasedHeader = Array(headerName.lowercased().utf8)
+        lowercasedSubjectHeader = subjectHeader.map { Array($0.lowercased().utf8) }
         self.auth = auth
         self.retryDelayMillis = retryDelayMillis
         self.post = post

@@ -172,7 +172,7 @@ extension DownstreamConnection {
                 respondLocal(.verifierUnavailable(), close: hasBody || !head.keepAlive)
                 return
             }
-            continueVerification(head, route: route, plan: plan)
+            authenticate(head, route: route, plan: plan)
             return
         }
         if case .contentLength(let n) = head.framing, n > route.maxBodyBytes {
@@ -182,145 +182,76 @@ extension DownstreamConnection {
         forward(head, route: route, decision: nil)
     }
 
-    /// Runs the route's verifiers from where they stand; an App Attest verifier suspends them (off-loop work).
-    func continueVerification(_ head: HTTP1RequestHead, route: CompiledRoute, plan: RouteVerification) {
-        switch plan.evaluate(head, now: worker.unixNow(), caches: gen.tokenCaches[exchange.routeIndex],
-                             progress: &exchange.progress) {
-        case .decided(let decision):
-            verificationDecided(head, route: route, plan: plan, decision)
-        case .appAttest(let i, let presented):
-            startAppAttest(head, route: route, plan: plan, verifier: i, presented)
-        case .deviceCheck(let i, let token, let subject):
-            startDeviceCheck(plan: plan, verifier: i, token: token, subject: subject)
-        }
-    }
-
-    /// The verifiers have decided: reject (enforce mode), run the replay check, or forward.
-    func verificationDecided(_ head: HTTP1RequestHead, route: CompiledRoute, plan: RouteVerification,
+    /// The verifiers have decided: reject (enforce mode), consume limited-use credentials, or forward.
+    func verificationDecided(_ head: HTTP1RequestHead, route: CompiledRoute, plan: Authenticator,
                              _ decision: VerificationDecision) {
-        noteDecision(plan, decision)
+        noteDecision(route, decision)
         let unreadBody = !exchange.requestDone
-        if !plan.monitor, let status = decision.status {
-            respondLocal(.rejected(status, schemes: plan.schemes(for: decision, head: head)), close: unreadBody || !head.keepAlive)
+        if let status = plan.enforced(decision) {
+            respondLocal(.rejected(status, schemes: head.withHeaderView { plan.schemes(for: decision, headers: $0) }),
+                         close: unreadBody || !head.keepAlive)
             return
         }
         if case .contentLength(let n) = head.framing, n > route.maxBodyBytes {
             respondLocal(.payloadTooLarge(), close: true)
             return
         }
-        if plan.limitedUse, case .verified(let decider, let token) = decision {
-            // Every limited-use credential that passed counts: with any-of the one that decided, with require_all
-            // each one — otherwise a reusable second credential would carry a spent first one along.
-            let passed = plan.requireAll ? exchange.progress.passes : [(decider, token)]
-            switch consumables(plan, passed) {
-            case .failure(let failed):
-                replayOutcome(head, route: route, plan: plan, failed.decision)
-            case .success(let requests) where requests.isEmpty:
-                forward(head, route: route, decision: decision)
-            case .success(let requests):
-                checkReplay(head, route: route, plan: plan, decision: decision, requests)
-            }
-            return
+        switch plan.consumption(for: decision, progress: exchange.progress) {
+        case .nothing:
+            forward(head, route: route, decision: decision)
+        case .refused(let refused):
+            consumed(head, route: route, plan: plan, refused)
+        case .consume(let requests, let owners):
+            consume(head, route: route, plan: plan, decision: decision, requests, verifiers: owners)
         }
-        forward(head, route: route, decision: decision)
     }
 
     /// The access log's and metrics' view of a decision.
-    private func noteDecision(_ plan: RouteVerification, _ decision: VerificationDecision) {
-        exchange.verifierMetric = decision.verifierIndex.map { plan.metricIDs[$0] } ?? -1
+    private func noteDecision(_ route: CompiledRoute, _ decision: VerificationDecision) {
+        exchange.verifierMetric = decision.verifierIndex.map { route.verifierMetricIDs[$0] } ?? -1
         exchange.verdict = decision.accessLogVerdict
         exchange.reason = decision.status
         if case .verifiedUnchecked(_, _, let reason) = decision { exchange.reason = reason }
     }
 
-    /// What limited use consumes for the passed credentials: an App Check token's `jti` (per project, until `exp`
-    /// + skew), a DeviceCheck token's SHA-256 (per team, for `replay_window`). An App Check token without a jti
-    /// fails the request (`missing_jti`); App Attest needs nothing here (its counter already refuses a replay).
-    private func consumables(_ plan: RouteVerification, _ passed: [(verifier: Int, token: PassedToken)])
-        -> Result<[(verifier: Int, request: ConsumeRequest)], VerificationDecisionFailure> {
-        var out: [(verifier: Int, request: ConsumeRequest)] = []
-        let now = worker.unixNow()
-        for (i, token) in passed {
-            switch (plan.verifiers[i], token) {
-            case (.appCheck(let verifier), .appCheck(let t)):
-                guard let jti = t.tokenID, !jti.isEmpty else {
-                    return .failure(VerificationDecisionFailure(decision: .failed(verifier: i, status: .missingJTI)))
-                }
-                out.append((i, ConsumeRequest(namespace: verifier.policy.projectNumber, key: jti,
-                                              expiresAt: t.expiresAt + verifier.policy.clockSkewSeconds)))
-            case (.deviceCheck(let verifier), .deviceCheck(_, _, let hash)):
-                out.append((i, ConsumeRequest(namespace: verifier.replayNamespace, key: hexString(hash),
-                                              expiresAt: now + verifier.replayWindowSeconds)))
-            default:
-                continue
-            }
-        }
-        return .success(out)
-    }
-
     /// Limited use: each credential must be new; all are consumed (atomically each, off the loop) only now that
-    /// every other check has passed, so a forged token can never burn a genuine one. The request goes on only if
-    /// every one was unseen.
-    private func checkReplay(_ head: HTTP1RequestHead, route: CompiledRoute, plan: RouteVerification,
-                             decision: VerificationDecision, _ requests: [(verifier: Int, request: ConsumeRequest)]) {
-        let hasBody = head.framing != .none
+    /// every other check has passed. The request goes on only if every one was unseen.
+    private func consume(_ head: HTTP1RequestHead, route: CompiledRoute, plan: Authenticator, decision: VerificationDecision,
+                         _ requests: [ConsumeRequest], verifiers owners: [Int]) {
         guard let state = gen.runtime.state else {
-            respondLocal(.verifierUnavailable(), close: hasBody || !head.keepAlive)
+            respondLocal(.verifierUnavailable(), close: head.framing != .none || !head.keepAlive)
             return
         }
-        exchange.awaitingState = true
-        deadline = 0
-        let verifiers = requests.map(\.verifier)
         let finish: (DownstreamConnection, [Result<Bool, StateStoreError>]) -> Void = { conn, results in
-            guard !conn.closed, conn.exchange.awaitingState else { return }
-            conn.exchange.awaitingState = false
-            var outcome = decision
-            for (k, result) in results.enumerated() {
-                switch result {
-                case .success(true): continue
-                case .success(false): outcome = .failed(verifier: verifiers[k], status: .tokenReplayed)
-                case .failure:
-                    if state.allowWhenUnavailable, case .verified(let i, let token) = outcome {
-                        outcome = .verifiedUnchecked(verifier: i, token: token, reason: .stateUnavailable)
-                        continue
-                    }
-                    if case .verifiedUnchecked = outcome { continue }
-                    outcome = .failed(verifier: verifiers[k], status: .stateUnavailable)
-                }
-                if case .failed = outcome { break }
-            }
-            conn.replayOutcome(head, route: route, plan: plan, outcome)
-            conn.resumeAfterStateWork()
+            conn.consumed(head, route: route, plan: plan, plan.consumed(results, verifiers: owners, decision: decision,
+                                                                        allowWhenUnavailable: state.allowWhenUnavailable))
         }
-        if requests.count == 1, let only = requests.first?.request {
+        let now = worker.unixNow()
+        if requests.count == 1, let only = requests.first {
             // The common case joins the loop's batch of consumes (one SQLite commit for many requests).
-            state.consume(namespace: only.namespace, key: only.key, expiresAt: only.expiresAt, now: worker.unixNow(),
-                          loop: worker.loop, owner: self) { conn, result in finish(conn, [result]) }
+            exchange.awaitingState = true
+            deadline = 0
+            state.consume(namespace: only.namespace, key: only.key, expiresAt: only.expiresAt, now: now,
+                          loop: worker.loop, owner: self) { conn, result in
+                guard !conn.closed, conn.exchange.awaitingState else { return }
+                conn.exchange.awaitingState = false
+                finish(conn, [result])
+                conn.resumeAfterStateWork()
+            }
             return
         }
-        let batch = requests.map(\.request)
-        let now = worker.unixNow()
-        state.call("consume_all", loop: worker.loop, owner: self, { store -> Result<[Result<Bool, StateStoreError>], StateStoreError> in
-            .success(store.consumeOnce(batch: batch, now: now))
-        }) { conn, result in
+        offLoop(state, "consume_all", { store in .success(store.consumeOnce(batch: requests, now: now)) }) { conn, result in
             switch result {
             case .success(let results): finish(conn, results)
-            case .failure(let e): finish(conn, Array(repeating: .failure(e), count: batch.count))
+            case .failure(let e): finish(conn, Array(repeating: .failure(e), count: requests.count))
             }
         }
     }
 
-    /// After work off the loop finished: go on with what is buffered and what the socket has.
-    func resumeAfterStateWork() {
-        if !closed && (phase == .forwarding || phase == .awaitingHead) { process() }
-        if !closed && readable { readLoop() }
-    }
-
-    private func replayOutcome(_ head: HTTP1RequestHead, route: CompiledRoute, plan: RouteVerification,
-                               _ decision: VerificationDecision) {
-        noteDecision(plan, decision)
-        if !plan.monitor, let status = decision.status {
-            respondLocal(.rejected(status, schemes: plan.schemes(for: decision, head: head)),
+    private func consumed(_ head: HTTP1RequestHead, route: CompiledRoute, plan: Authenticator, _ decision: VerificationDecision) {
+        noteDecision(route, decision)
+        if let status = plan.enforced(decision) {
+            respondLocal(.rejected(status, schemes: head.withHeaderView { plan.schemes(for: decision, headers: $0) }),
                          close: head.framing != .none || !head.keepAlive)
             return
         }
@@ -347,11 +278,9 @@ extension DownstreamConnection {
                 let scratch = worker.scratch
                 scratch.clear()
                 plan.appendVerdictHeaders(decision, to: scratch)
-                if case .failed = decision, let metric = exchange.refusedRiskMetric {
-                    // Monitor mode, max_risk_metric exceeded: the upstream sees the metric that would have refused it.
-                    scratch.append("X-Attest-Risk-Metric: " as StaticString)
-                    scratch.appendDecimal(metric)
-                    scratch.append("\r\n" as StaticString)
+                if case .failed = decision {
+                    // Monitor mode, a policy refused (max_risk_metric): the upstream sees what would have refused it.
+                    Authenticator.append(exchange.progress.refusedFields, to: scratch)
                 }
                 HeaderFilter.appendUpstreamRequestHead(head, basePath: pool.target.basePath, clientAddress: clientAddress,
                                                        strip: plan.stripTokenHeaders ? plan.tokenHeaders : [],

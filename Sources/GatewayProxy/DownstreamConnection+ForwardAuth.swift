@@ -49,7 +49,7 @@ extension DownstreamConnection {
             respondLocal(.verifierUnavailable(), close: unread)
             return
         }
-        continueVerification(head, route: route, plan: plan)
+        authenticate(head, route: route, plan: plan)
     }
 
     /// The verification let the request through (verified, or monitor mode): 200 with the verdict headers.

@@ -1,5 +1,4 @@
 import Attestation
-import Dispatch
 import GatewayCrypto
 import HTTP1
 import JOSE
@@ -49,19 +48,14 @@ extension DownstreamConnection {
         let now = worker.unixNow()
         let ttl = verifier.challengeTTLSeconds
         let namespace = verifier.challengeNamespace
-        exchange.awaitingState = true
-        deadline = 0
-        state.call("challenge_issue", loop: worker.loop, owner: self, { store in
+        offLoop(state, "challenge_issue", { store in
             Result { () throws(StateStoreError) in try store.issue(namespace: namespace, key: challenge, expiresAt: now + ttl, now: now) }
         }) { conn, result in
-            guard !conn.closed, conn.exchange.awaitingState else { return }
-            conn.exchange.awaitingState = false
             if case .success(true) = result {
                 conn.registrationAnswer(.json(status: 200, "OK", "{\"challenge\":\"\(challenge)\",\"expires_in\":\(ttl)}"))
             } else {
                 conn.registrationAnswer(.registrationRejected(.stateUnavailable), reason: .stateUnavailable)
             }
-            conn.resumeAfterStateWork()
         }
     }
 
@@ -85,21 +79,11 @@ extension DownstreamConnection {
             registrationAnswer(.badRegistration(), reason: .malformedToken)
             return
         }
-        exchange.awaitingState = true
-        deadline = 0
         let now = worker.unixNow()
-        let loop = worker.loop
-        let bound = LoopBound(value: self)
-        DispatchQueue.global().async {
-            let result = verifier.verifyRegistration(keyID: request.keyID, challenge: request.challenge,
-                                                     attestation: request.token, now: now)
-            loop.execute {
-                let conn = bound.value
-                guard !conn.closed, conn.exchange.awaitingState else { return }
-                conn.exchange.awaitingState = false
-                conn.attestationVerified(verifier, challenge: request.challenge, result, now: now)
-                conn.resumeAfterStateWork()
-            }
+        offLoop(Self.blockingQueue, {
+            verifier.verifyRegistration(keyID: request.keyID, challenge: request.challenge, attestation: request.token, now: now)
+        }) { conn, result in
+            conn.attestationVerified(verifier, challenge: request.challenge, result, now: now)
         }
     }
 
@@ -132,9 +116,7 @@ extension DownstreamConnection {
         let receipt = ReceiptRecord(receipt: registration.key.receipt, riskMetric: verified?.riskMetric,
                                     createdAt: verified?.createdAt ?? now, notBefore: verified?.notBefore, lastUsedAt: now)
         let namespace = verifier.challengeNamespace
-        exchange.awaitingState = true
-        deadline = 0
-        state.call("appattest_register", loop: worker.loop, owner: self, { store in
+        offLoop(state, "appattest_register", { store -> Result<Bool, StateStoreError> in
             Result { () throws(StateStoreError) -> Bool in
                 guard try store.redeem(namespace: namespace, key: challenge, now: now) else { return false }
                 // A key registered before (the app retried) keeps its counter; its receipt is refreshed.
@@ -143,8 +125,6 @@ extension DownstreamConnection {
                 return true
             }
         }) { conn, result in
-            guard !conn.closed, conn.exchange.awaitingState else { return }
-            conn.exchange.awaitingState = false
             switch result {
             case .success(true):
                 state.appAttestKeys.put(record, riskMetric: receipt.riskMetric)
@@ -157,7 +137,6 @@ extension DownstreamConnection {
             case .failure:
                 conn.registrationAnswer(.registrationRejected(.stateUnavailable), reason: .stateUnavailable)
             }
-            conn.resumeAfterStateWork()
         }
     }
 

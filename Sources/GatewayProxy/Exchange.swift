@@ -41,14 +41,10 @@ struct Exchange {
     var awaitingState = false
     /// The request body, read and held rather than forwarded while App Attest or a registration needs it whole.
     var heldBody: HeldBody? = nil
-    /// How far the route's verifiers have got (they may suspend for App Attest).
-    var progress = EvaluationProgress()
-    /// The App Attest verifier waiting for the body, the key or the counter.
-    var pendingAttest: (verifier: Int, presented: AppAttestPresentation)? = nil
-    /// Its key, looked up before the body is read (an unknown key is refused without reading it).
-    var attestKey: AppAttestKeyCache.Entry? = nil
-    /// The key's fraud metric when `max_risk_metric` refused it: monitor mode still tells the upstream.
-    var refusedRiskMetric: Int? = nil
+    /// How far the route's verifiers have got (they may suspend for work off the loop).
+    var progress = AuthenticationProgress()
+    /// The verifier waiting for the whole body, and what it does with its digest.
+    var pendingBody: (verifier: Int, continuation: @Sendable ([UInt8]) -> VerifierStep)? = nil
     /// A held body that was forwarded: its budget reservation lasts as long as the exchange.
     var forwardedHeldBody: HeldBody? = nil
     /// `X-Request-Id` (the client's or generated), forwarded and logged.

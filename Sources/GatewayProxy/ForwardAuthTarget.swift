@@ -1,3 +1,4 @@
+import GatewayCore
 import GatewayConfig
 import HTTP1
 
@@ -47,7 +48,8 @@ struct ForwardAuthTarget: Equatable {
     static func read(_ head: HTTP1RequestHead, endpoint: [UInt8], source: ForwardAuthSource, hostRequired: Bool,
                      pathOptions: RequestTargetCanonicalizer.Options) -> Outcome {
         head.bytes.withUnsafeBytes { raw -> Outcome in
-            func field(_ name: [UInt8]) -> TokenField { RouteVerification.tokenField(head, raw, lowercasedName: name) }
+            let headers = HeaderView(bytes: raw, fields: head.fields)
+            func field(_ name: [UInt8]) -> HeaderView.Field { headers.single(name) }
             let call = HeaderFilter.originForm(UnsafeRawBufferPointer(rebasing: raw[head.target]))
             // Envoy's original target is the rest of the call's target *as sent*, so the call must spell the
             // endpoint exactly (one routed here by its canonical form, `/x/../.attest/verify/…`, is no proxy's).

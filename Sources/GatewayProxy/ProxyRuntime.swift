@@ -110,7 +110,6 @@ public struct ProxyRuntime: Sendable {
             }
         }
         verifiers = try VerifierGraph.build(config, reusing: previous.map { ($0.verifiers, $0.config) })
-        routes = RouteTable(config: config, verifiers: verifiers.byName)
         registration = RegistrationEndpoints(verifiers.appAttest.values.sorted { $0.name < $1.name })
         forwardAuthPath = config.forwardAuth.map { Array($0.path.utf8) }
         if let previous {
@@ -132,6 +131,9 @@ public struct ProxyRuntime: Sendable {
                 ? try StateService.open(config.state) : nil
         }
         fraudMetrics = try Self.fraudMetricRefreshers(config, verifiers: verifiers, state: state)
+        routes = RouteTable(config: config) { [verifiers, state, fraudMetrics] name, route in
+            verifiers.routeVerifier(name, route: route, state: state, fraudMetrics: fraudMetrics)
+        }
         forwardAuthSource = config.forwardAuth?.source ?? .auto
         routesMatchHost = config.routes.contains { $0.match.host != nil }
         var targets: [UpstreamTarget] = []

@@ -214,13 +214,13 @@ final class LoopGeneration {
         if let previous {
             for (route, caches) in zip(previous.routes, previous.tokenCaches) {
                 for (v, c) in zip(route.verification?.verifiers ?? [], caches) {
-                    if case .appCheck(let verifier) = v, let c { byVerifier[ObjectIdentifier(verifier)] = c }
+                    if let c { byVerifier[ObjectIdentifier(v)] = c }
                 }
             }
         }
         tokenCaches = runtime.routes.routes.map { route in
-            (route.verification?.verifiers ?? []).map { routeVerifier -> VerifiedTokenCache? in
-                guard case .appCheck(let v) = routeVerifier, v.verifiedTokenCacheSize > 0 else { return nil }
+            (route.verification?.verifiers ?? []).map { v -> VerifiedTokenCache? in
+                guard v.verifiedTokenCacheSize > 0 else { return nil }
                 if let c = byVerifier[ObjectIdentifier(v)] { return c }
                 let c = VerifiedTokenCache(capacity: v.verifiedTokenCacheSize)
                 byVerifier[ObjectIdentifier(v)] = c

@@ -21,8 +21,10 @@ public struct CompiledRoute: Sendable {
     public let maxBodyBytes: Int
     /// `max_risk_metric`: App Attest keys whose fraud metric is higher are refused (`risk_too_high`).
     public let maxRiskMetric: Int?
-    /// Set when every verifier the route names is available; nil with verifiers means the route answers 501.
-    public let verification: RouteVerification?
+    /// Set when every verifier the route names is available; nil with verifiers means the route answers 503.
+    public let verification: Authenticator?
+    /// Per verifier of `verification`, its name's `MetricNames` id.
+    let verifierMetricIDs: [Int]
 
     /// Whether this route needs a verifier that has not been built yet (answers 501 until it lands).
     public var requiresVerification: Bool { !verifiers.isEmpty }
@@ -32,8 +34,9 @@ public struct CompiledRoute: Sendable {
 public struct RouteTable: Sendable {
     public let routes: [CompiledRoute]
 
-    /// `verifiers`: the built verifiers by name (a route naming one that is not built answers 501).
-    public init(config: GatewayConfiguration, verifiers: [String: RouteVerifier] = [:]) {
+    /// `verifier`: the built verifier of a name as a route uses it (a route naming one that is not built answers 503).
+    public init(config: GatewayConfiguration,
+                verifier: (_ name: String, _ route: RouteConfig) -> (any CredentialVerifier)? = { _, _ in nil }) {
         var compiled: [CompiledRoute] = []
         for route in config.routes {
             var exact: [UInt8]?
@@ -42,10 +45,10 @@ public struct RouteTable: Sendable {
             case .exact(let p): exact = Array(p.utf8)
             case .prefix(let p): prefix = Array(p.utf8)
             }
-            var verification: RouteVerification? = nil
-            let found = route.verify.compactMap { verifiers[$0] }
+            var verification: Authenticator? = nil
+            let found = route.verify.compactMap { verifier($0, route) }
             if !route.verify.isEmpty && found.count == route.verify.count {
-                verification = RouteVerification(
+                verification = Authenticator(
                     verifiers: found, requireAll: route.requireAll, monitor: route.mode == .monitor,
                     stripTokenHeaders: route.stripTokenHeaders, limitedUse: route.limitedUse)
             }
@@ -62,7 +65,8 @@ public struct RouteTable: Sendable {
                 verifiers: route.verify,
                 maxBodyBytes: route.maxBodyBytes ?? config.limits.maxBodyBytes,
                 maxRiskMetric: route.maxRiskMetric,
-                verification: verification))
+                verification: verification,
+                verifierMetricIDs: (verification?.verifiers ?? []).map { MetricNames.shared.id($0.name) }))
         }
         routes = compiled
     }

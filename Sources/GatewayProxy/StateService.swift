@@ -1,3 +1,4 @@
+import Attestation
 import Dispatch
 import GatewayConfig
 import GatewayCore

@@ -16,13 +16,19 @@ public struct VerifierGraph: Sendable {
     public let appAttest: [String: AppAttestVerifier]
     public let deviceCheck: [String: DeviceCheckVerifier]
 
-    /// Every verifier a route may name, by name.
-    public var byName: [String: RouteVerifier] {
-        var all: [String: RouteVerifier] = [:]
-        for (name, v) in appCheck { all[name] = .appCheck(v) }
-        for (name, v) in appAttest { all[name] = .appAttest(v) }
-        for (name, v) in deviceCheck { all[name] = .deviceCheck(v) }
-        return all
+    /// The verifier `name` as `route` uses it, nil when none is built. App Attest carries the route's risk policy,
+    /// the process's key cache and state policy, and tells the fraud-metric refresher which keys are in use.
+    func routeVerifier(_ name: String, route: RouteConfig, state: StateService?,
+                       fraudMetrics: [String: FraudMetricRefresher]) -> (any CredentialVerifier)? {
+        if let v = appCheck[name] { return v }
+        if let v = deviceCheck[name] { return v }
+        if let v = appAttest[name], let state {
+            let refresher = fraudMetrics[name]
+            return AppAttestRouteVerifier(v, keys: state.appAttestKeys, maxRiskMetric: route.maxRiskMetric,
+                                          allowWhenUnavailable: state.allowWhenUnavailable,
+                                          onKeyUse: { keyID in refresher?.noteUse(keyID) })
+        }
+        return nil
     }
 
     /// Builds every verifier the gateway supports so far (App Check, App Attest). A `jwks_file` is loaded now, so a bad file

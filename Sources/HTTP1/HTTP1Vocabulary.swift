@@ -1,3 +1,5 @@
+import GatewayCore
+
 /// The HTTP versions the gateway speaks on the wire. Anything else is `.unsupportedVersion` (505).
 public enum HTTP1Version: Sendable, Equatable {
     case http10, http11
@@ -15,19 +17,9 @@ public enum HTTP1BodyFraming: Sendable, Equatable {
     case untilClose
 }
 
-/// A header field as offsets into the owning head's `bytes`. `value` has OWS trimmed on both sides.
-public struct HTTP1Field: Sendable, Equatable {
-    /// The field name, as received (case preserved).
-    public var name: Range<Int>
-    /// The field value without leading or trailing spaces/tabs; may be empty.
-    public var value: Range<Int>
-
-    /// Creates a field from offsets into a head's bytes.
-    public init(name: Range<Int>, value: Range<Int>) {
-        self.name = name
-        self.value = value
-    }
-}
+/// A header field as offsets into the owning head's `bytes` (GatewayCore's `HeaderField`). `value` has OWS trimmed
+/// on both sides.
+public typealias HTTP1Field = HeaderField
 
 /// What one call to a parser's `next` produced. Exactly one event per call; the caller drops `consumed` bytes
 /// from the front of its buffer and calls again with the rest plus anything newly read.

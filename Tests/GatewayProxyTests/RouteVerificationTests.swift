@@ -32,8 +32,7 @@ import KeySetCache
     }
 
     func plan(_ verifiers: [AppCheckVerifier], requireAll: Bool = false, monitor: Bool = false) -> RouteVerification {
-        RouteVerification(verifiers: verifiers.map(RouteVerifier.appCheck), requireAll: requireAll, monitor: monitor,
-                          stripTokenHeaders: true, limitedUse: false)
+        Authenticator(verifiers: verifiers, requireAll: requireAll, monitor: monitor, stripTokenHeaders: true, limitedUse: false)
     }
 
     func head(_ fields: String) -> HTTP1RequestHead {
@@ -46,9 +45,14 @@ import KeySetCache
     }
 
     func decide(_ p: RouteVerification, _ fields: String) -> VerificationDecision {
-        var progress = EvaluationProgress()
-        guard case .decided(let d) = p.evaluate(head(fields), now: 1_800_000_000, caches: p.verifiers.map { _ in nil },
-                                                progress: &progress) else { fatalError("App Check never suspends") }
+        var progress = AuthenticationProgress()
+        let h = head(fields)
+        let step = h.withHeaderView { headers in
+            p.evaluate(headers, progress: &progress) { _ in
+                VerificationRequest(now: 1_800_000_000, signedLine: h.signedLine, tokenCache: nil)
+            }
+        }
+        guard case .decided(let d) = step else { fatalError("App Check never suspends") }
         return d
     }
 
