@@ -88,7 +88,7 @@ let package = Package(
         .testTarget(name: "JOSETests", dependencies: ["JOSE", "GatewayCrypto", "GatewayCore"]),
         .testTarget(name: "AttestationTests", dependencies: ["Attestation", "JOSE", "GatewayCrypto", "KeySetCache", "CBOR", "StateStore", "GatewayCore"],
                     resources: [.copy("AppAttestVectors"), .copy("AppAttestReceiptVectors")]),
-        .testTarget(name: "GatewayTestSupportTests", dependencies: ["GatewayTestSupport", "Attestation", "CBOR", "GatewayCrypto"]),
+        .testTarget(name: "GatewayTestSupportTests", dependencies: ["GatewayTestSupport", "Attestation", "CBOR", "GatewayCrypto", "GatewayCore", "StateStore"]),
         .testTarget(name: "StateStoreTests", dependencies: ["StateStore", "StateStoreSQLite", "StateStoreRedis", "GatewayCore"]),
         .testTarget(name: "KeySetCacheTests", dependencies: ["KeySetCache", "GatewayCore"]),
         .testTarget(name: "OutboundHTTPTests", dependencies: ["OutboundHTTP", "GatewayCore"]),
