@@ -1,4 +1,5 @@
 import GatewayCore
+import Synchronization
 
 /// A cache of one verification key set (a JWKS) that the request path reads without ever waiting.
 ///
@@ -14,8 +15,21 @@ import GatewayCore
 /// Pure apart from the injected `clock` and `fetch`: `refreshIfDue` performs one step synchronously, so tests
 /// drive it with a manual clock and no thread. In production `startRefresher()` runs those steps on a
 /// dedicated thread. `KeySet` is generic so this module knows nothing of JOSE.
+///
+/// Event loops read through a `KeySetReader` each (`makeReader()`), which takes no lock while the set is
+/// unchanged; `current()` takes the lock and serves the other callers (readiness, admin).
 public final class KeySetCache<KeySet: Sendable>: Sendable {
-    private let machine: AnnotatedMutex<KeySetCacheStateMachine<KeySet>>
+    /// The state machine and a count of the times the lock was taken (for tests: readers' fast path takes none).
+    private struct Guarded: Sendable {
+        var machine: KeySetCacheStateMachine<KeySet>
+        var lockAcquisitions: UInt64 = 0
+    }
+
+    private let guarded: AnnotatedMutex<Guarded>
+    /// The machine's `servingVersion`, stored (release) inside the critical section that changed it. A reader
+    /// compares it (acquire) with the version it holds and, when they differ, reads the snapshot and the version
+    /// together under the lock (`published()`), so the pair it keeps always matches.
+    let servingVersion = Atomic<UInt64>(0)
     private let clock: @Sendable () -> Int64
     private let fetch: @Sendable () throws -> KeySetFetch
     private let parse: @Sendable ([UInt8]) throws -> KeySet
@@ -34,7 +48,7 @@ public final class KeySetCache<KeySet: Sendable>: Sendable {
                 parse: @escaping @Sendable ([UInt8]) throws -> KeySet,
                 onEvent: (@Sendable (KeySetEvent) -> Void)? = nil,
                 countKeys: (@Sendable (KeySet) -> Int)? = nil) {
-        machine = AnnotatedMutex(KeySetCacheStateMachine(policy: policy, now: clock()))
+        guarded = AnnotatedMutex(Guarded(machine: KeySetCacheStateMachine(policy: policy, now: clock())))
         self.clock = clock
         self.fetch = fetch
         self.parse = parse
@@ -43,13 +57,18 @@ public final class KeySetCache<KeySet: Sendable>: Sendable {
     }
 
     /// The policy in force (clamped as `Policy.init` documents).
-    public var policy: Policy { machine.withLock { $0.policy } }
+    public var policy: Policy { locked { $0.policy } }
 
     /// Request path: never blocks on I/O, never fetches. `.ready` within the lifetime, `.stale` up to the
     /// grace past expiry, then `.unavailable`.
     public func current() -> KeySetState<KeySet> {
         let now = clock()
-        return machine.withLock { $0.state(now: now) }
+        return locked { $0.state(now: now) }
+    }
+
+    /// A lock-free reader of `current()` for one event loop (see `KeySetReader`).
+    public func makeReader() -> sending KeySetReader<KeySet> {
+        KeySetReader(self)
     }
 
     /// Request path: a token named a `kid` the current set lacks. Wakes the refresher when the last such
@@ -57,7 +76,7 @@ public final class KeySetCache<KeySet: Sendable>: Sendable {
     @discardableResult
     public func noteUnknownKey() -> Bool {
         let now = clock()
-        let requested = machine.withLock { $0.noteUnknownKey(now: now) }
+        let requested = locked { $0.noteUnknownKey(now: now) }
         if requested { refresher.wake() }
         return requested
     }
@@ -69,32 +88,54 @@ public final class KeySetCache<KeySet: Sendable>: Sendable {
     }
 
     /// When (unix seconds) the next refresh is due; the refresher sleeps until then unless woken.
-    public var nextRefreshAt: Int64 { machine.withLock { $0.nextRefreshAt } }
+    public var nextRefreshAt: Int64 { locked { $0.nextRefreshAt } }
 
     /// Background only (blocking): fetches and installs a new set if a refresh is due, an unknown-key refresh
     /// is pending, or `force` is set; returns what happened. Never runs two fetches at once (`.notDue`).
     @discardableResult
     public func refreshIfDue(force: Bool = false) -> KeySetEvent {
         let start = clock()
-        guard machine.withLock({ $0.beginFetch(now: start, force: force) }) else { return .notDue }
+        guard locked({ $0.beginFetch(now: start, force: force) }) else { return .notDue }
         let event: KeySetEvent
         do {
             let fetched = try fetch()
             let set = try parse(fetched.body)
             let now = clock()
-            let lifetime = machine.withLock { $0.fetchSucceeded(set, advertisedMaxAge: fetched.maxAgeSeconds, now: now) }
+            let lifetime = locked { $0.fetchSucceeded(set, advertisedMaxAge: fetched.maxAgeSeconds, now: now) }
             event = .loaded(keys: keyCount(set), lifetimeSeconds: lifetime)
         } catch {
             let now = clock()
-            machine.withLock { $0.fetchFailed(now: now) }
+            locked { $0.fetchFailed(now: now) }
             event = .failed(String(describing: error))
         }
         onEvent?(event)
         return event
     }
 
-    /// The clock this cache reads (the refresher converts due times into sleeps with it).
+    /// The clock this cache reads (the refresher converts due times into sleeps with it; readers too).
     func now() -> Int64 { clock() }
+
+    /// The serving snapshot and its version, read together under the lock (a reader's slow path).
+    func published() -> (snapshot: KeySetSnapshot<KeySet>?, version: UInt64) {
+        locked { ($0.serving, $0.servingVersion) }
+    }
+
+    /// How often the lock has been taken (tests; reading it is not counted).
+    var lockAcquisitions: UInt64 { guarded.withLock { $0.lockAcquisitions } }
+
+    /// Every access to the machine: counts the acquisition and publishes a changed serving version before
+    /// the lock is released.
+    private func locked<Result: Sendable>(_ body: (inout KeySetCacheStateMachine<KeySet>) -> Result) -> Result {
+        guarded.withLock { guarded in
+            guarded.lockAcquisitions &+= 1
+            let result = body(&guarded.machine)
+            let version = guarded.machine.servingVersion
+            if version != servingVersion.load(ordering: .relaxed) {
+                servingVersion.store(version, ordering: .releasing)
+            }
+            return result
+        }
+    }
 
     private func keyCount(_ set: KeySet) -> Int? {
         if let countKeys { return countKeys(set) }

@@ -7,16 +7,20 @@ struct KeySetCacheStateMachine<KeySet: Sendable>: Sendable {
 
     /// The set serving now and its schedule.
     struct Loaded: Sendable {
-        let set: KeySet
+        /// The set and its deadlines: everything `state(now:)` reads (also what `KeySetReader`s copy).
+        let serving: KeySetSnapshot<KeySet>
         let loadedAt: Int64
         /// The scheduled refresh-ahead time.
         let refreshAt: Int64
-        /// The end of the lifetime; `.stale` from here until `expiresAt + staleGrace`.
-        let expiresAt: Int64
     }
 
     let policy: Policy
-    private(set) var loaded: Loaded?
+    private(set) var loaded: Loaded? {
+        didSet { servingVersion &+= 1 }
+    }
+    /// Moves forward with every change of `loaded`, i.e. of what `state(now:)` answers from; `KeySetCache`
+    /// mirrors it into an atomic so readers notice without the lock.
+    private(set) var servingVersion: UInt64 = 0
     /// When the next regular (scheduled or retry) attempt is due.
     private(set) var nextAttemptAt: Int64
     private(set) var consecutiveFailures = 0
@@ -35,11 +39,11 @@ struct KeySetCacheStateMachine<KeySet: Sendable>: Sendable {
 
     /// What the request path may use at `now`.
     func state(now: Int64) -> KeySetState<KeySet> {
-        guard let loaded else { return .unavailable }
-        if now < loaded.expiresAt { return .ready(loaded.set) }
-        if now < loaded.expiresAt + Int64(policy.staleGraceSeconds) { return .stale(loaded.set) }
-        return .unavailable
+        KeySetSnapshot.state(of: serving, now: now)
     }
+
+    /// The set serving now with its deadlines, nil before the first load.
+    var serving: KeySetSnapshot<KeySet>? { loaded?.serving }
 
     var nextRefreshAt: Int64 {
         if unknownKeyRefreshPending, let requested = lastUnknownKeyRefreshAt { return min(requested, nextAttemptAt) }
@@ -71,7 +75,10 @@ struct KeySetCacheStateMachine<KeySet: Sendable>: Sendable {
     mutating func fetchSucceeded(_ set: KeySet, advertisedMaxAge: Int?, now: Int64) -> Int {
         let lifetime = policy.lifetime(advertised: advertisedMaxAge)
         let refreshAt = now + Int64(policy.refreshAfter(lifetime: lifetime))
-        loaded = Loaded(set: set, loadedAt: now, refreshAt: refreshAt, expiresAt: now + Int64(lifetime))
+        let expiresAt = now + Int64(lifetime)
+        let serving = KeySetSnapshot(set: set, expiresAt: expiresAt,
+                                     staleUntil: expiresAt + Int64(policy.staleGraceSeconds))
+        loaded = Loaded(serving: serving, loadedAt: now, refreshAt: refreshAt)
         nextAttemptAt = refreshAt
         consecutiveFailures = 0
         fetchInFlight = false
