@@ -73,7 +73,7 @@ public final class AppAttestRouteVerifier: CredentialVerifier {
         }
     }
 
-    public func verify(_ presented: Presented, _ request: VerificationRequest) -> VerifierStep {
+    public func verify(_ presented: Presented, _ request: VerificationRequest, loop: NoLoopState?) -> VerifierStep {
         if case .request(let maxSkew) = verifier.binding {
             guard let fresh = AppAttestVerifier.timestampIsFresh(presented.timestamp, now: request.now, maxSkewSeconds: maxSkew) else {
                 return .done(.rejected(.malformedToken))

@@ -1,4 +1,6 @@
 import GatewayCore
+import JOSE
+import KeySetCache
 import StateStore
 
 /// App Check as a route verifier: one header (`X-Firebase-AppCheck` by default) carrying one JWT, verified on the
@@ -16,8 +18,23 @@ extension AppCheckVerifier: CredentialVerifier {
         }
     }
 
-    public func verify(_ token: UnsafeRawBufferPointer, _ request: VerificationRequest) -> VerifierStep {
-        switch verify(token: token, now: request.now, cache: request.tokenCache) {
+    /// Per event loop: the key set read without a lock, and the verified-token cache (when configured).
+    public final class LoopState {
+        let keys: KeySetReader<JWKS>
+        let cache: VerifiedTokenCache?
+
+        init(keys: KeySetReader<JWKS>, cache: VerifiedTokenCache?) {
+            self.keys = keys
+            self.cache = cache
+        }
+    }
+
+    public func makeLoopState() -> LoopState? {
+        LoopState(keys: keys.makeReader(), cache: verifiedTokenCacheSize > 0 ? VerifiedTokenCache(capacity: verifiedTokenCacheSize) : nil)
+    }
+
+    public func verify(_ token: UnsafeRawBufferPointer, _ request: VerificationRequest, loop: LoopState?) -> VerifierStep {
+        switch verify(token: token, now: request.now, cache: loop?.cache, keySet: loop?.keys) {
         case .rejected(let status):
             return .done(.rejected(status))
         case .verified(let t):

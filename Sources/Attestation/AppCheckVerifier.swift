@@ -30,11 +30,13 @@ public final class AppCheckVerifier: Sendable {
     }
 
     /// Checks one token. `now` is unix seconds (injected: tests use a manual clock). With a `cache`, a token
-    /// verified before skips the signature check but never the time checks or the key-set check.
-    public func verify(token: UnsafeRawBufferPointer, now: Int64, cache: VerifiedTokenCache? = nil) -> AppCheckOutcome {
+    /// verified before skips the signature check but never the time checks or the key-set check. With a
+    /// `keySet` reader (the event loop's), the key set is read without taking the cache's lock.
+    public func verify(token: UnsafeRawBufferPointer, now: Int64, cache: VerifiedTokenCache? = nil,
+                       keySet reader: KeySetReader<JWKS>? = nil) -> AppCheckOutcome {
         guard token.count > 0, token.count <= Self.maxTokenBytes else { return .rejected(.malformedToken) }
         let keySet: JWKS
-        switch keys.current() {
+        switch reader?.current() ?? keys.current() {
         case .ready(let set), .stale(let set): keySet = set
         case .unavailable: return .rejected(.jwksUnavailable)
         }

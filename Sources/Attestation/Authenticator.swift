@@ -69,7 +69,8 @@ public struct Authenticator: Sendable {
         switch v.extract(headers) {
         case .absent: nil
         case .malformed: .done(.rejected(.malformedToken))
-        case .presented(let credential): v.verify(credential, request)
+        // The proxy keeps each verifier's loop state beside it (same index), so the type always matches.
+        case .presented(let credential): v.verify(credential, request, loop: request.loopState.map { unsafeDowncast($0, to: V.LoopState.self) })
         }
     }
 

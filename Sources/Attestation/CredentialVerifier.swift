@@ -13,6 +13,8 @@ import StateStore
 /// decoding, one line in the composition root that builds it by `type`, and its tests (docs/architecture.md).
 public protocol CredentialVerifier: AnyObject, Sendable {
     associatedtype Credential
+    /// What the verifier keeps per event loop (a verified-token cache, a key-set reader): loop-confined, no locks.
+    associatedtype LoopState: AnyObject = NoLoopState
     /// The configured name (`verifiers.<name>`): verdict headers, logs, metric labels.
     var name: String { get }
     /// The auth-scheme named in `WWW-Authenticate` when this credential is missing or refused.
@@ -21,18 +23,24 @@ public protocol CredentialVerifier: AnyObject, Sendable {
     var presenceHeader: [UInt8] { get }
     /// Every header (lower-case) that carries part of the credential: stripped before forwarding when asked.
     var credentialHeaders: [[UInt8]] { get }
-    /// Entries of each event loop's verified-token cache for this verifier (0: none).
-    var verifiedTokenCacheSize: Int { get }
+    /// This verifier's state for one event loop (nil: it keeps none); made once per loop and configuration.
+    func makeLoopState() -> LoopState?
     /// Reads the credential from the headers, without judging it beyond its form and size.
     func extract(_ headers: HeaderView) -> Extraction<Credential>
-    /// Judges a presented credential.
-    func verify(_ credential: Credential, _ request: VerificationRequest) -> VerifierStep
+    /// Judges a presented credential; `loop` is this event loop's state from `makeLoopState`.
+    func verify(_ credential: Credential, _ request: VerificationRequest, loop: LoopState?) -> VerifierStep
 }
 
 extension CredentialVerifier {
-    public var verifiedTokenCacheSize: Int { 0 }
     public var credentialHeaders: [[UInt8]] { [presenceHeader] }
 }
+
+extension CredentialVerifier where LoopState == NoLoopState {
+    public func makeLoopState() -> NoLoopState? { nil }
+}
+
+/// The `LoopState` of verifiers that keep none.
+public final class NoLoopState {}
 
 /// What `extract` found.
 public enum Extraction<Credential> {
@@ -49,13 +57,13 @@ public struct VerificationRequest {
     public let now: Int64
     /// The method and request-target the client signed (App Attest's request binding).
     public let signedLine: SignedRequestLine
-    /// This event loop's verified-token cache for the verifier, when it has one.
-    public let tokenCache: VerifiedTokenCache?
+    /// This event loop's state for the verifier (`makeLoopState`), when it keeps one.
+    public let loopState: AnyObject?
 
-    public init(now: Int64, signedLine: SignedRequestLine, tokenCache: VerifiedTokenCache?) {
+    public init(now: Int64, signedLine: SignedRequestLine, loopState: AnyObject?) {
         self.now = now
         self.signedLine = signedLine
-        self.tokenCache = tokenCache
+        self.loopState = loopState
     }
 }
 

@@ -26,7 +26,7 @@ extension DeviceCheckVerifier: CredentialVerifier {
         }
     }
 
-    public func verify(_ presented: Presented, _ request: VerificationRequest) -> VerifierStep {
+    public func verify(_ presented: Presented, _ request: VerificationRequest, loop: NoLoopState?) -> VerifierStep {
         let now = request.now
         return .blocking { context in
             switch self.check(deviceToken: presented.token, subject: presented.subject, now: now, store: context.store, log: context.log) {

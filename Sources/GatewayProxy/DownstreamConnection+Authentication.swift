@@ -34,7 +34,7 @@ extension DownstreamConnection {
     private func verificationRequest(_ head: HTTP1RequestHead, route: CompiledRoute, verifier i: Int) -> VerificationRequest {
         // Forward-auth: the request the client signed is the original one, not this call.
         let line: SignedRequestLine = exchange.forwardAuth.map { .original(method: $0.method, target: $0.target) } ?? head.signedLine
-        return VerificationRequest(now: worker.unixNow(), signedLine: line, tokenCache: gen.tokenCaches[exchange.routeIndex][i])
+        return VerificationRequest(now: worker.unixNow(), signedLine: line, loopState: gen.loopStates[exchange.routeIndex][i])
     }
 
     private func drive(_ step: Authenticator.Step, head: HTTP1RequestHead, route: CompiledRoute, plan: Authenticator) {

@@ -202,29 +202,29 @@ final class ListenerHandler: LoopHandler {
 final class LoopGeneration {
     let runtime: ProxyRuntime
     let routes: [CompiledRoute]
-    /// Per route, one verified-token cache per verifier (shared by the routes that name the verifier).
-    let tokenCaches: [[VerifiedTokenCache?]]
+    /// Per route, each verifier's state for this loop (`makeLoopState`: caches, key-set readers), one per verifier
+    /// (shared by the routes that name it, and kept across a reload that keeps the verifier).
+    let loopStates: [[AnyObject?]]
     let pools: [UpstreamPool]
 
     /// Builds the generation for `runtime`, taking over from `previous` what has not changed.
     init(runtime: ProxyRuntime, previous: LoopGeneration?) {
         self.runtime = runtime
         routes = runtime.routes.routes
-        var byVerifier: [ObjectIdentifier: VerifiedTokenCache] = [:]
+        var byVerifier: [ObjectIdentifier: AnyObject] = [:]
         if let previous {
-            for (route, caches) in zip(previous.routes, previous.tokenCaches) {
-                for (v, c) in zip(route.verification?.verifiers ?? [], caches) {
-                    if let c { byVerifier[ObjectIdentifier(v)] = c }
+            for (route, states) in zip(previous.routes, previous.loopStates) {
+                for (v, state) in zip(route.verification?.verifiers ?? [], states) {
+                    if let state { byVerifier[ObjectIdentifier(v)] = state }
                 }
             }
         }
-        tokenCaches = runtime.routes.routes.map { route in
-            (route.verification?.verifiers ?? []).map { v -> VerifiedTokenCache? in
-                guard v.verifiedTokenCacheSize > 0 else { return nil }
-                if let c = byVerifier[ObjectIdentifier(v)] { return c }
-                let c = VerifiedTokenCache(capacity: v.verifiedTokenCacheSize)
-                byVerifier[ObjectIdentifier(v)] = c
-                return c
+        loopStates = runtime.routes.routes.map { route in
+            (route.verification?.verifiers ?? []).map { v -> AnyObject? in
+                if let state = byVerifier[ObjectIdentifier(v)] { return state }
+                let state: AnyObject? = v.makeLoopState()
+                if let state { byVerifier[ObjectIdentifier(v)] = state }
+                return state
             }
         }
         pools = runtime.upstreams.map { target in

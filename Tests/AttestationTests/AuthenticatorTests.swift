@@ -34,7 +34,7 @@ import StateStore
             }
         }
 
-        func verify(_ script: String, _ request: VerificationRequest) -> VerifierStep {
+        func verify(_ script: String, _ request: VerificationRequest, loop: NoLoopState?) -> VerifierStep {
             let passed = PassedCredential(appID: name, consumption: consumption)
             switch script {
             case "pass": return .done(.passed(passed))
@@ -47,7 +47,7 @@ import StateStore
         }
     }
 
-    static var request: VerificationRequest { VerificationRequest(now: 1_800_000_000, signedLine: .original(method: [], target: []), tokenCache: nil) }
+    static var request: VerificationRequest { VerificationRequest(now: 1_800_000_000, signedLine: .original(method: [], target: []), loopState: nil) }
 
     /// Runs the evaluation to its decision, running each suspended step with `resume` (`steps` counts them).
     func decide(_ auth: Authenticator, _ fields: [(String, String)], progress: inout AuthenticationProgress,

@@ -49,7 +49,7 @@ import KeySetCache
         let h = head(fields)
         let step = h.withHeaderView { headers in
             p.evaluate(headers, progress: &progress) { _ in
-                VerificationRequest(now: 1_800_000_000, signedLine: h.signedLine, tokenCache: nil)
+                VerificationRequest(now: 1_800_000_000, signedLine: h.signedLine, loopState: nil)
             }
         }
         guard case .decided(let d) = step else { fatalError("App Check never suspends") }

@@ -50,12 +50,12 @@ import StateStore
             bytes += Array((n + value).utf8)
         }
         let request = VerificationRequest(now: Self.now, signedLine: .original(method: Array("POST".utf8), target: Array("/pay".utf8)),
-                                          tokenCache: nil)
+                                          loopState: nil)
         var step: VerifierStep = bytes.withUnsafeBytes { raw in
             switch v.extract(HeaderView(bytes: raw, fields: ranges)) {
             case .absent: .done(.rejected(.missingToken))
             case .malformed: .done(.rejected(.malformedToken))
-            case .presented(let p): v.verify(p, request)
+            case .presented(let p): v.verify(p, request, loop: nil)
             }
         }
         for _ in 0..<10 {
