@@ -60,12 +60,19 @@ let package = Package(
         // Layer 4: the request path.
         .target(name: "GatewayProxy", dependencies: [
             "GatewayCore", "Observability", "HTTP1", "GatewayConfig", "GatewayPosix", "GatewayCrypto", "CGatewayShims", "GatewayTLS",
-            "HTTP2", "Attestation", "JOSE", "KeySetCache", "OutboundHTTP", "StateStore", "StateStoreSQLite", "StateStoreRedis",
+            "HTTP2", "Attestation", "JOSE", "KeySetCache", "OutboundHTTP", "StateStore",
         ], swiftSettings: hotPath),
 
-        // Layer 5: the executable.
+        // Layer 5: the composition root — verifiers by type, key caches, HTTP clients, the state backend — built
+        // from a configuration and handed to GatewayProxy (also `check-config`'s file reads).
+        .target(name: "GatewayComposition", dependencies: [
+            "GatewayProxy", "GatewayConfig", "GatewayCore", "Attestation", "GatewayCrypto", "GatewayTLS", "JOSE", "KeySetCache",
+            "Observability", "OutboundHTTP", "StateStore", "StateStoreSQLite", "StateStoreRedis",
+        ]),
+
+        // Layer 6: the executable.
         .executableTarget(name: "AttestGateway", dependencies: [
-            "GatewayCore", "GatewayConfig", "GatewayPosix", "GatewayProxy", "Observability", "HTTP1", "CGatewayShims",
+            "GatewayCore", "GatewayConfig", "GatewayPosix", "GatewayProxy", "GatewayComposition", "Observability", "HTTP1", "CGatewayShims",
             "GatewayTestSupport",
         ]),
 
@@ -80,6 +87,9 @@ let package = Package(
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig", "GatewayCore"]),
         .testTarget(name: "GatewayProxyTests", dependencies: [
             "GatewayProxy", "GatewayConfig", "HTTP1", "GatewayCore", "Attestation", "JOSE", "GatewayCrypto", "KeySetCache", "StateStore",
+        ]),
+        .testTarget(name: "GatewayCompositionTests", dependencies: [
+            "GatewayComposition", "GatewayConfig", "Attestation", "GatewayCrypto", "JOSE",
         ]),
         .testTarget(name: "GatewayTLSTests", dependencies: ["GatewayTLS", "GatewayCore"]),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "GatewayCore"]),

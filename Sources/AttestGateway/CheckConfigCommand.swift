@@ -1,4 +1,5 @@
 import GatewayConfig
+import GatewayComposition
 import GatewayProxy
 
 /// `attest-gateway check-config`: validates a configuration without serving — the file itself (`ConfigLoader`),

@@ -6,6 +6,7 @@ import GatewayConfig
 import GatewayCrypto
 import GatewayCore
 import GatewayPosix
+import GatewayComposition
 import GatewayProxy
 import Observability
 import Synchronization
@@ -60,7 +61,7 @@ enum ServeCommand {
             return ExitCode.failure
         }
         let runtime: ProxyRuntime
-        do { runtime = try ProxyRuntime(config: config) } catch {
+        do { runtime = try Composition.runtime(config) } catch {
             printErr("serve: \(error.description)")
             return ExitCode.failure
         }
@@ -152,7 +153,7 @@ enum ServeCommand {
         }
         let config = loaded.configuration
         let next: ProxyRuntime
-        do { next = try ProxyRuntime(config: config, reusing: old) } catch {
+        do { next = try Composition.runtime(config, reusing: old) } catch {
             Logger.error("reload: cannot apply; keeping the running configuration", ["error": "\(error)"])
             ProcessMetrics.shared.reload(ok: false)
             return

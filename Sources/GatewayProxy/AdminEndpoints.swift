@@ -34,7 +34,7 @@ final class AdminHandler: SmallHTTPHandler {
             return Self.json(200, "{\"status\":\"ok\"}")
         case "/readyz":
             let runtime = sources.runtime()
-            var waiting = runtime.verifiers.appCheck.filter { !$0.value.keys.isReady }.map { "\"jwks:\($0.key)\"" }.sorted()
+            var waiting = runtime.verifiers.keySetsNotReady.map { "\"jwks:\($0)\"" }
             if let state = runtime.state {
                 do { try state.store.ping() } catch { waiting.append("\"state\"") }
             }

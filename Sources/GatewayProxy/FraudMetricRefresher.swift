@@ -12,7 +12,7 @@ import StateStore
 /// key used in the last 30 days once per `refresh_interval`, never before the receipt's not-before — verifies the
 /// new receipt and keeps its risk metric for `X-Attest-Risk-Metric` and `max_risk_metric`. 304 keeps the receipt;
 /// 404/429/5xx back off from 1 minute up to `refresh_interval`. Runs on its own queue, never on an event loop.
-final class FraudMetricRefresher: Sendable {
+public final class FraudMetricRefresher: Sendable {
     let verifier: AppAttestVerifier
     private let receiptVerifier: AppAttestReceiptVerifier
     private let auth: AppleAuthToken
@@ -31,7 +31,7 @@ final class FraudMetricRefresher: Sendable {
     static let usedWindowSeconds: Int64 = 30 * 86_400
     static let firstBackoffSeconds: Int64 = 60
 
-    init(verifier: AppAttestVerifier, receiptVerifier: AppAttestReceiptVerifier, auth: AppleAuthToken, baseURL: String,
+    public init(verifier: AppAttestVerifier, receiptVerifier: AppAttestReceiptVerifier, auth: AppleAuthToken, baseURL: String,
          caFile: String?, timeoutMillis: Int, refreshIntervalSeconds: Int64, state: StateService) {
         self.verifier = verifier
         self.receiptVerifier = receiptVerifier

@@ -81,22 +81,22 @@ public struct ProxyRuntime: Sendable {
         public let key: String?
         public let message: String
 
-        init(description: String) {
+        public init(description: String) {
             self.description = description
             key = nil
             message = description
         }
 
-        init(key: String, message: String) {
+        public init(key: String, message: String) {
             description = "\(key): \(message)"
             self.key = key
             self.message = message
         }
     }
 
-    /// `reusing`: the running runtime (a reload). Unchanged App Check verifiers and the state store are taken
-    /// over; what only a restart can change (listeners, admin, state) must be unchanged, or the reload fails.
-    public init(config: GatewayConfiguration, reusing previous: ProxyRuntime? = nil) throws(StartupError) {
+    /// `graph`: what the composition root built for `config` (GatewayComposition). `reusing`: the running runtime
+    /// (a reload); what only a restart can change (listeners, admin, state) must be unchanged, or the reload fails.
+    public init(config: GatewayConfiguration, graph: RuntimeGraph, reusing previous: ProxyRuntime? = nil) throws(StartupError) {
         self.config = config
         if let previous {
             if config.listeners != previous.config.listeners {
@@ -109,7 +109,12 @@ public struct ProxyRuntime: Sendable {
                 throw StartupError(description: "state: changing the state store needs a restart")
             }
         }
-        verifiers = try VerifierGraph.build(config, reusing: previous.map { ($0.verifiers, $0.config) })
+        verifiers = graph.verifiers
+        state = graph.state
+        fraudMetrics = graph.fraudMetrics
+        routes = RouteTable(config: config) { [verifiers, state, fraudMetrics] name, route in
+            verifiers.routeVerifier(name, route: route, state: state, fraudMetrics: fraudMetrics)
+        }
         registration = RegistrationEndpoints(verifiers.appAttest.values.sorted { $0.name < $1.name })
         forwardAuthPath = config.forwardAuth.map { Array($0.path.utf8) }
         if let previous {
@@ -120,20 +125,6 @@ public struct ProxyRuntime: Sendable {
         }
         // The same options check-config judged the match paths with, so routing and the check never disagree.
         pathOptions = config.paths.canonicalizerOptions
-        // The state store is opened when something needs it: limited use, App Attest (challenges, keys, counters),
-        // DeviceCheck's subject binding.
-        // A reload keeps the open one (requests in flight may be waiting on it).
-        if let open = previous?.state {
-            state = open
-        } else {
-            let subjectBinding = verifiers.deviceCheck.values.contains { $0.subjectHeader != nil }
-            state = config.routes.contains { $0.limitedUse } || !verifiers.appAttest.isEmpty || subjectBinding
-                ? try StateService.open(config.state) : nil
-        }
-        fraudMetrics = try Self.fraudMetricRefreshers(config, verifiers: verifiers, state: state)
-        routes = RouteTable(config: config) { [verifiers, state, fraudMetrics] name, route in
-            verifiers.routeVerifier(name, route: route, state: state, fraudMetrics: fraudMetrics)
-        }
         forwardAuthSource = config.forwardAuth?.source ?? .auto
         routesMatchHost = config.routes.contains { $0.match.host != nil }
         var targets: [UpstreamTarget] = []
@@ -188,23 +179,6 @@ extension ProxyRuntime {
     /// Starts (or, `false`, stops) the fraud-metric refreshers.
     public func fraudMetricRefreshers(running: Bool) {
         for r in fraudMetrics.values { if running { r.start() } else { r.stop() } }
-    }
-
-    static func fraudMetricRefreshers(_ config: GatewayConfiguration, verifiers: VerifierGraph, state: StateService?)
-        throws(StartupError) -> [String: FraudMetricRefresher] {
-        var built: [String: FraudMetricRefresher] = [:]
-        for v in config.verifiers {
-            guard case .appAttest(let c) = v.kind, let f = c.fraudMetric, let verifier = verifiers.appAttest[v.name],
-                  let receiptVerifier = verifier.receiptVerifier, let state else { continue }
-            let key = try VerifierGraph.appleKey(f.privateKey, key: "verifiers.\(v.name).fraud_metric.private_key")
-            let base = f.baseURL ?? (c.environment == .development ? "https://data-development.appattest.apple.com"
-                                                                   : "https://data.appattest.apple.com")
-            built[v.name] = FraudMetricRefresher(
-                verifier: verifier, receiptVerifier: receiptVerifier, auth: AppleAuthToken(teamID: c.teamID, keyID: f.keyID, key: key),
-                baseURL: base, caFile: f.caFile, timeoutMillis: f.timeoutMillis,
-                refreshIntervalSeconds: Int64(f.refreshIntervalMillis / 1000), state: state)
-        }
-        return built
     }
 }
 

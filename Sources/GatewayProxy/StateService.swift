@@ -1,12 +1,9 @@
 import Attestation
 import Dispatch
-import GatewayConfig
 import GatewayCore
 import Observability
 import GatewayPosix
 import StateStore
-import StateStoreRedis
-import StateStoreSQLite
 
 /// Moves a loop-confined value through a `@Sendable` closure that only ever runs it on that same loop.
 struct LoopBound<Value>: @unchecked Sendable {
@@ -35,35 +32,11 @@ public final class StateService: Sendable {
     /// goes into the next: under load, one SQLite commit serves many consumes (group commit).
     private let pending = AnnotatedMutex<(items: [Pending], drainQueued: Bool)>(([], false))
 
-    init(store: AttestationStateStore, allowWhenUnavailable: Bool, sweepIntervalSeconds: Int?) {
+    /// `sweepIntervalSeconds`: how often expired one-time values are deleted (nil: the backend expires them itself).
+    public init(store: AttestationStateStore, allowWhenUnavailable: Bool, sweepIntervalSeconds: Int?) {
         self.store = store
         self.allowWhenUnavailable = allowWhenUnavailable
-        sweeper = sweepIntervalSeconds.map { StateStoreSweeper(store: store, intervalSeconds: Double($0), clock: { unixSeconds() }) }
-    }
-
-    /// Opens the configured backend. SQLite must open (a bad path stops start-up); Redis may be down at start and
-    /// is reconnected by the store itself.
-    static func open(_ config: StateConfig) throws(ProxyRuntime.StartupError) -> StateService {
-        let allow = config.onUnavailable == .allow
-        switch config.backend {
-        case .memory:
-            return StateService(store: MemoryStateStore(), allowWhenUnavailable: allow, sweepIntervalSeconds: 60)
-        case .sqlite:
-            do {
-                let store = try SQLiteStateStore(path: config.path, timeoutMillis: config.timeoutMillis)
-                return StateService(store: store, allowWhenUnavailable: allow, sweepIntervalSeconds: 60)
-            } catch {
-                throw ProxyRuntime.StartupError(description: "state.path: cannot open \(config.path): \(error)")
-            }
-        case .redis:
-            do {
-                let store = try RedisStateStore(url: config.url ?? "redis://127.0.0.1:6379/0", keyPrefix: config.keyPrefix,
-                                                timeoutMillis: config.timeoutMillis)
-                return StateService(store: store, allowWhenUnavailable: allow, sweepIntervalSeconds: nil)
-            } catch {
-                throw ProxyRuntime.StartupError(description: "state.url: \(error)")
-            }
-        }
+        sweeper = sweepIntervalSeconds.map { StateStoreSweeper(store: store, intervalSeconds: Double($0), clock: { WallClock.unixSeconds() }) }
     }
 
     public func startBackgroundWork() { sweeper?.start() }

@@ -3,7 +3,7 @@ import Testing
 import Attestation
 import GatewayConfig
 import GatewayCrypto
-import GatewayProxy
+import GatewayComposition
 import JOSE
 
 /// `check-config` reads every file a configuration names as `serve` does: each unreadable or wrong file is one

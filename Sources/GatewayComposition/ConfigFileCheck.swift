@@ -1,5 +1,6 @@
 import Attestation
 import GatewayConfig
+import GatewayProxy
 import GatewayTLS
 
 /// `check-config`'s second half: reads every file a loaded configuration names, with the same code `serve` reads
@@ -55,23 +56,23 @@ public enum ConfigFileCheck {
         case .appCheck(let c):
             // A jwks_url is left alone: fetching it is the network.
             guard c.jwksFile != nil else { break }
-            if case .failed(let why) = VerifierGraph.keySet(c, onEvent: nil).refreshIfDue(force: true) {
+            if case .failed(let why) = ConfigFiles.keySet(c, onEvent: nil).refreshIfDue(force: true) {
                 problems.append(Problem(path: base + ".jwks_file", message: why))
             }
         case .appAttest(let c):
-            let root: Read = { _ = try VerifierGraph.certificate(c.rootCA, builtin: AppAttestRoots.apple, key: base + ".root_ca") }
+            let root: Read = { _ = try ConfigFiles.certificate(c.rootCA, builtin: AppAttestRoots.apple, key: base + ".root_ca") }
             record(root)
             guard let fraud = c.fraudMetric else { break }
             // serve reads the receipt root only with fraud_metric (nothing uses it without).
             let receiptRoot: Read = {
-                _ = try VerifierGraph.certificate(c.receiptRootCA, builtin: AppAttestRoots.appleRootG3, key: base + ".receipt_root_ca")
+                _ = try ConfigFiles.certificate(c.receiptRootCA, builtin: AppAttestRoots.appleRootG3, key: base + ".receipt_root_ca")
             }
-            let key: Read = { _ = try VerifierGraph.appleKey(fraud.privateKey, key: base + ".fraud_metric.private_key") }
+            let key: Read = { _ = try ConfigFiles.appleKey(fraud.privateKey, key: base + ".fraud_metric.private_key") }
             record(receiptRoot)
             record(key)
             if let problem = caFileProblem(fraud.caFile, path: base + ".fraud_metric.ca_file") { problems.append(problem) }
         case .deviceCheck(let c):
-            let key: Read = { _ = try VerifierGraph.appleKey(c.privateKey, key: base + ".private_key") }
+            let key: Read = { _ = try ConfigFiles.appleKey(c.privateKey, key: base + ".private_key") }
             record(key)
             if let problem = caFileProblem(c.caFile, path: base + ".ca_file") { problems.append(problem) }
         }

@@ -1,0 +1,41 @@
+import GatewayConfig
+import GatewayProxy
+import StateStore
+import StateStoreRedis
+import StateStoreSQLite
+
+/// The state backend a configuration names (`state:`), opened only when something needs it.
+enum StateBackends {
+    /// Limited use, App Attest (challenges, keys, counters) and DeviceCheck's subject binding need the store.
+    static func openIfNeeded(_ config: GatewayConfiguration, verifiers: VerifierGraph) throws(ProxyRuntime.StartupError) -> StateService? {
+        let subjectBinding = config.verifiers.contains { v in
+            if case .deviceCheck(let c) = v.kind { c.subjectBinding != nil } else { false }
+        }
+        guard config.routes.contains(where: { $0.limitedUse }) || !verifiers.appAttest.isEmpty || subjectBinding else { return nil }
+        return try open(config.state)
+    }
+
+    /// SQLite must open (a bad path stops start-up); Redis may be down at start and is reconnected by the store.
+    static func open(_ config: StateConfig) throws(ProxyRuntime.StartupError) -> StateService {
+        let allow = config.onUnavailable == .allow
+        switch config.backend {
+        case .memory:
+            return StateService(store: MemoryStateStore(), allowWhenUnavailable: allow, sweepIntervalSeconds: 60)
+        case .sqlite:
+            do {
+                let store = try SQLiteStateStore(path: config.path, timeoutMillis: config.timeoutMillis)
+                return StateService(store: store, allowWhenUnavailable: allow, sweepIntervalSeconds: 60)
+            } catch {
+                throw ProxyRuntime.StartupError(description: "state.path: cannot open \(config.path): \(error)")
+            }
+        case .redis:
+            do {
+                let store = try RedisStateStore(url: config.url ?? "redis://127.0.0.1:6379/0", keyPrefix: config.keyPrefix,
+                                                timeoutMillis: config.timeoutMillis)
+                return StateService(store: store, allowWhenUnavailable: allow, sweepIntervalSeconds: nil)
+            } catch {
+                throw ProxyRuntime.StartupError(description: "state.url: \(error)")
+            }
+        }
+    }
+}
