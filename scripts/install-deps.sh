@@ -44,6 +44,9 @@ for group in "${@:-build}"; do
     ensure_python_module yaml pyyaml python3-yaml   # Tests/e2e/test_deploy.py reads deploy/
     ensure_python_module h2 h2 python3-h2           # Tests/e2e/test_http2.py: frame-level HTTP/2 client
   fi
+  if [ "$group" = bench ]; then
+    ensure_python_module cryptography cryptography python3-cryptography   # scripts/bench/mint_tokens.py
+  fi
   if [ "$group" = soak ]; then
     ensure_python_module h2 h2 python3-h2           # scripts/soak/soak.py: its h2c client connections
   fi

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Bench helper: an RSA-2048 key, its JWKS (kid "bench") and public PEM, and Firebase-App-Check-shaped RS256 tokens.
 
-    mint_tokens.py OUT_DIR DISTINCT_COUNT
+    mint_tokens.py OUT_DIR DISTINCT_COUNT [WARMUP_COUNT]
 
 writes into OUT_DIR:
   jwks.json       {"keys":[{"kty":"RSA","kid":"bench","use":"sig","alg":"RS256","n":…,"e":…}]} (for the gateway's jwks_file)
   public.pem      the same public key as SubjectPublicKeyInfo PEM (for HAProxy's jwt_verify)
   repeated.jwt    one valid token (no jti), one line
   distinct.jwt    DISTINCT_COUNT valid tokens, one per line, each with its own "jti"
+  lu-warmup.jwt   with WARMUP_COUNT: that many more such tokens (the limited-use rows' warm-ups: never in distinct.jwt)
   bad.jwt         the repeated token with one signature character changed (must be refused: 401)
 Signing is spread over every CPU (multiprocessing); only the parent holds the key file on disk (private.pem, 0600).
 """
@@ -59,6 +60,7 @@ def _sign_range(args):
 
 def main():
     out, count = sys.argv[1], int(sys.argv[2])
+    warm = int(sys.argv[3]) if len(sys.argv) > 3 else 0
     t0 = time.time()
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
@@ -87,13 +89,15 @@ def main():
         f.write(bad + "\n")
 
     chunk = 2000
-    jobs = [(now, s, min(s + chunk, count)) for s in range(0, count, chunk)]
-    with open(os.path.join(out, "distinct.jwt"), "w") as f, \
-            mp.Pool(os.cpu_count() or 1, initializer=_init, initargs=(pem,)) as pool:
-        for block in pool.imap(_sign_range, jobs):
-            f.write(block + "\n")
+    with mp.Pool(os.cpu_count() or 1, initializer=_init, initargs=(pem,)) as pool:
+        for name, start, end in (("distinct.jwt", 0, count), ("lu-warmup.jwt", count, count + warm)):
+            if end > start:
+                with open(os.path.join(out, name), "w") as f:
+                    jobs = [(now, s, min(s + chunk, end)) for s in range(start, end, chunk)]
+                    for block in pool.imap(_sign_range, jobs):
+                        f.write(block + "\n")
     print("mint_tokens: key + %d distinct tokens (+1 repeated, 1 bad) in %.1f s, %d bytes per token"
-          % (count, time.time() - t0, len(repeated)))
+          % (count + warm, time.time() - t0, len(repeated)))
 
 
 if __name__ == "__main__":
