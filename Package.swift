@@ -73,7 +73,7 @@ let package = Package(
         // Layer 6: the executable.
         .executableTarget(name: "AttestGateway", dependencies: [
             "GatewayCore", "GatewayConfig", "GatewayPosix", "GatewayProxy", "GatewayComposition", "Observability", "HTTP1", "CGatewayShims",
-            "GatewayTestSupport",
+            "Attestation", "CBOR", "GatewayCrypto", "JOSE", "OutboundHTTP", "GatewayTestSupport",
         ]),
 
         // Fuzzing (`make fuzz`, docs/hardening.md): the harness functions, shared by the libFuzzer executable (built
