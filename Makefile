@@ -12,6 +12,7 @@ CONFIG ?= gateway.yml
 ECHO_LISTEN ?= 127.0.0.1:3000
 STRICT := -Xswiftc -warnings-as-errors
 BIN := .build/release/attest-gateway
+DEV_BIN := .build/release/attest-gateway-dev
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= http1-request jose cbor-appattest config-yaml receipt http2-session request-target
 SANITIZERS ?= address thread
@@ -24,14 +25,17 @@ deps:
 test-deps:
 	@scripts/install-deps.sh test
 
+# The gateway and, separately, the development tools (dev echo, dev issuer, simulated App Attest device): the
+# production binary never contains them.
 build: deps
 	$(SWIFT) build -c release $(STRICT) --product attest-gateway
+	$(SWIFT) build -c release $(STRICT) --product attest-gateway-dev
 
 # Serves the repository's gateway.yml; the dev echo upstream runs beside it and stops with it.
 run: build
 	@$(BIN) check-config --config $(CONFIG)
-	@echo "attest-gateway: serving $(CONFIG) (dev echo upstream on $(ECHO_LISTEN)); Ctrl-C stops both"
-	@$(BIN) dev echo --listen $(ECHO_LISTEN) & echo_pid=$$!; \
+	@echo "attest-gateway: serving $(CONFIG) (attest-gateway-dev echo upstream on $(ECHO_LISTEN)); Ctrl-C stops both"
+	@$(DEV_BIN) echo --listen $(ECHO_LISTEN) & echo_pid=$$!; \
 	  trap 'kill $$echo_pid 2>/dev/null' EXIT; \
 	  $(BIN) serve --config $(CONFIG)
 
@@ -45,7 +49,7 @@ unit:
 	$(SWIFT) test $(STRICT)
 
 e2e: build
-	GATEWAY_BIN=$(CURDIR)/$(BIN) python3 -m pytest -q Tests/e2e
+	GATEWAY_BIN=$(CURDIR)/$(BIN) GATEWAY_DEV_BIN=$(CURDIR)/$(DEV_BIN) python3 -m pytest -q Tests/e2e
 
 bench: build
 	@scripts/install-deps.sh bench

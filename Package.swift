@@ -16,6 +16,8 @@ let package = Package(
     name: "attest-gateway",
     products: [
         .executable(name: "attest-gateway", targets: ["AttestGateway"]),
+        // Development tools (echo upstream, App Check issuer, simulated App Attest CA and device): never in production.
+        .executable(name: "attest-gateway-dev", targets: ["AttestGatewayDev"]),
     ],
     targets: [
         // Layer 0: C libraries from Debian, and our own small C shims.
@@ -51,7 +53,8 @@ let package = Package(
         .target(name: "StateStoreRedis", dependencies: ["StateStore", "CHiredis", "GatewayCore"]),
         .target(name: "Attestation", dependencies: ["JOSE", "GatewayCrypto", "KeySetCache", "GatewayCore", "CBOR", "StateStore"]),
 
-        // Test support: a simulated App Attest device and CA (tests, `dev appattest`, `make demo`). Never a verifier's input.
+        // Test support: a simulated App Attest device and CA (tests, `attest-gateway-dev appattest`, `make demo`). Never a
+        // verifier's input, never linked into `attest-gateway`.
         .target(name: "GatewayTestSupport", dependencies: ["COpenSSL", "CCBOR", "GatewayCrypto", "GatewayCore", "CBOR", "Attestation"]),
 
         // Layer 3: the event loops.
@@ -70,10 +73,15 @@ let package = Package(
             "Observability", "OutboundHTTP", "StateStore", "StateStoreSQLite", "StateStoreRedis",
         ]),
 
-        // Layer 6: the executable.
+        // Layer 6: the executables and the command-line parsing they share.
+        .target(name: "GatewayCLI"),
         .executableTarget(name: "AttestGateway", dependencies: [
-            "GatewayCore", "GatewayConfig", "GatewayPosix", "GatewayProxy", "GatewayComposition", "Observability", "HTTP1", "CGatewayShims",
-            "Attestation", "CBOR", "GatewayCrypto", "JOSE", "OutboundHTTP", "GatewayTestSupport",
+            "GatewayCLI", "GatewayCore", "GatewayConfig", "GatewayPosix", "GatewayProxy", "GatewayComposition", "Observability", "HTTP1",
+            "CGatewayShims", "Attestation", "CBOR", "GatewayCrypto", "JOSE",
+        ]),
+        .executableTarget(name: "AttestGatewayDev", dependencies: [
+            "GatewayCLI", "GatewayCore", "GatewayConfig", "GatewayPosix", "GatewayProxy", "Observability", "HTTP1", "GatewayCrypto",
+            "JOSE", "OutboundHTTP", "Attestation", "GatewayTestSupport",
         ]),
 
         // Fuzzing (`make fuzz`, docs/hardening.md): the harness functions, shared by the libFuzzer executable (built

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # `make demo`: the whole story in a minute, on loopback ports 18080 (gateway), 13000 (dev echo upstream) and
-# 13100 (dev App Check issuer); App Attest with a simulated device (`dev appattest`) against a test CA made here.
+# 13100 (dev App Check issuer); App Attest with a simulated device (`attest-gateway-dev appattest`) against a test CA
+# made here. The dev tools are their own executable (DEV_BIN), never part of the gateway's.
 # Everything it starts stops when it ends.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${GATEWAY_BIN:-.build/release/attest-gateway}
+DEV_BIN=${GATEWAY_DEV_BIN:-$(dirname "$BIN")/attest-gateway-dev}
 tmp=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
 trap cleanup EXIT
 
 # A test CA for App Attest (in production `root_ca: builtin` is Apple's App Attestation Root CA).
-root_ca=$("$BIN" dev appattest ca --dir "$tmp/appattest-ca")
+root_ca=$("$DEV_BIN" appattest ca --dir "$tmp/appattest-ca")
 
 cat > "$tmp/gateway.yml" <<YAML
 version: 1
@@ -60,15 +62,15 @@ echo "\$ attest-gateway check-config --config bad.yml"
 "$BIN" check-config --config "$tmp/bad.yml" 2>&1 | sed "s|$tmp/||" || true
 
 step "2. start the dev echo upstream, the dev App Check issuer and the gateway"
-"$BIN" dev echo --listen 127.0.0.1:13000 2>/dev/null & pids+=($!)
-"$BIN" dev issuer --listen 127.0.0.1:13100 2>/dev/null & pids+=($!)
+"$DEV_BIN" echo --listen 127.0.0.1:13000 2>/dev/null & pids+=($!)
+"$DEV_BIN" issuer --listen 127.0.0.1:13100 2>/dev/null & pids+=($!)
 for _ in $(seq 50); do curl -s -o /dev/null http://127.0.0.1:13100/jwks && break; sleep 0.1; done
 "$BIN" serve --config "$tmp/gateway.yml" --workers 2 > "$tmp/access.log" 2> "$tmp/gateway.err" & gw=$!; pids+=($gw)
 for _ in $(seq 50); do grep -q "jwks loaded" "$tmp/gateway.err" 2>/dev/null && break; sleep 0.1; done
 cat "$tmp/gateway.err"
 
-token=$("$BIN" dev token --issuer http://127.0.0.1:13100)
-expired=$("$BIN" dev token --issuer http://127.0.0.1:13100 --expired)
+token=$("$DEV_BIN" token --issuer http://127.0.0.1:13100)
+expired=$("$DEV_BIN" token --issuer http://127.0.0.1:13100 --expired)
 # A forgery: the real header and claims with another app id, keeping the real signature.
 forged=$(python3 - "$token" <<'PY'
 import base64, json, sys
@@ -99,7 +101,7 @@ step "6. a forged token (claims changed, signature kept): 401 bad_signature"
 call -X POST http://127.0.0.1:18080/api/payments/charge -H "X-Firebase-AppCheck: $forged" -d '{}'
 
 step "6b. limited use (route 'orders'): a limited-use token is accepted once, then token_replayed"
-once=$("$BIN" dev token --issuer http://127.0.0.1:13100 --limited-use)
+once=$("$DEV_BIN" token --issuer http://127.0.0.1:13100 --limited-use)
 call -X POST http://127.0.0.1:18080/api/orders/new -H "X-Firebase-AppCheck: $once" -d '{}'
 call -X POST http://127.0.0.1:18080/api/orders/new -H "X-Firebase-AppCheck: $once" -d '{}'
 call -X POST http://127.0.0.1:18080/api/orders/new -H "X-Firebase-AppCheck: $token" -d '{}'
@@ -108,7 +110,7 @@ step "6c. App Attest: a (simulated) device registers its key — challenge, then
 challenge=$(curl -s -X POST http://127.0.0.1:18080/.attest/ios/challenge)
 echo "  POST /.attest/ios/challenge -> $challenge"
 challenge=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["challenge"])' "$challenge")
-"$BIN" dev appattest attest --dir "$tmp/device" --ca "$tmp/appattest-ca" --team-id DEMOTEAM01 \
+"$DEV_BIN" appattest attest --dir "$tmp/device" --ca "$tmp/appattest-ca" --team-id DEMOTEAM01 \
   --bundle-id com.example.app --challenge "$challenge" > "$tmp/attest.json"
 echo "  POST /.attest/ios/attest (keyId, challenge, token) ->"
 curl -s -w '  (%{http_code})\n' -X POST http://127.0.0.1:18080/.attest/ios/attest --data-binary @"$tmp/attest.json"
@@ -117,16 +119,16 @@ curl -s -w '  (%{http_code})\n' -X POST http://127.0.0.1:18080/.attest/ios/attes
 
 step "6d. App Attest: each request signed by the device key over method, path, timestamp and body hash"
 printf '{"to":"alice","amount":10}' > "$tmp/body.json"
-aa_headers() {  # curl -H arguments from one `dev appattest assert` JSON line
+aa_headers() {  # curl -H arguments from one `attest-gateway-dev appattest assert` JSON line
   python3 -c 'import json,sys; [print("-H\n%s: %s" % kv) for kv in json.loads(sys.argv[1]).items()]' "$1"
 }
-line=$("$BIN" dev appattest assert --dir "$tmp/device" --method POST --target /api/transfers/send --body-file "$tmp/body.json")
+line=$("$DEV_BIN" appattest assert --dir "$tmp/device" --method POST --target /api/transfers/send --body-file "$tmp/body.json")
 mapfile -t h < <(aa_headers "$line")
 call -X POST http://127.0.0.1:18080/api/transfers/send "${h[@]}" --data-binary @"$tmp/body.json"
 echo "  the same assertion replayed (counter not increasing):"
 call -X POST http://127.0.0.1:18080/api/transfers/send "${h[@]}" --data-binary @"$tmp/body.json"
 echo "  a fresh assertion, but the body changed on the way (amount 10 -> 1000):"
-line=$("$BIN" dev appattest assert --dir "$tmp/device" --method POST --target /api/transfers/send --body-file "$tmp/body.json")
+line=$("$DEV_BIN" appattest assert --dir "$tmp/device" --method POST --target /api/transfers/send --body-file "$tmp/body.json")
 mapfile -t h < <(aa_headers "$line")
 call -X POST http://127.0.0.1:18080/api/transfers/send "${h[@]}" -d '{"to":"alice","amount":1000}'
 

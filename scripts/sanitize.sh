@@ -3,8 +3,9 @@
 #
 # Per sanitizer: builds everything with `--sanitize=…` into its own scratch path (.build/asan, .build/tsan, so normal
 # builds are never disturbed), runs `swift test` on it, then the end-to-end suite against the sanitizer-built
-# `attest-gateway` (every process the suite starts: serve, dev issuer, dev echo, the CLI). Sanitizer reports go to
-# files (log_path), which this script counts; logs and reports stay in .build/<asan|tsan>/sanitize/.
+# `attest-gateway` and `attest-gateway-dev` (every process the suite starts: serve, the CLI; dev issuer, dev echo,
+# the simulated device). Sanitizer reports go to files (log_path), which this script counts; logs and reports stay
+# in .build/<asan|tsan>/sanitize/.
 # Prints a summary (tests passed, reports found, suppressions used, time taken) and exits non-zero on any sanitizer
 # report or test failure (2 if a build fails).
 #
@@ -154,7 +155,8 @@ for sanitizer in $SANITIZERS; do
   e2e_done=$unit_done
   if [[ $E2E == 1 ]]; then
     echo "sanitize: end-to-end tests against $scratch/debug/attest-gateway (log: $out/e2e.log)"
-    GATEWAY_BIN=$PWD/$scratch/debug/attest-gateway python3 -m pytest -q "${E2E_ARGS[@]}" >"$out/e2e.log" 2>&1
+    GATEWAY_BIN=$PWD/$scratch/debug/attest-gateway GATEWAY_DEV_BIN=$PWD/$scratch/debug/attest-gateway-dev \
+      python3 -m pytest -q "${E2E_ARGS[@]}" >"$out/e2e.log" 2>&1
     e2e_status=$?
     e2e_done=$(seconds)
     e2e=$(tail -1 "$out/e2e.log" | sed -E 's/^=+ //; s/ in [0-9.]+s.*//')

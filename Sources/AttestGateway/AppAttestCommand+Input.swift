@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import GatewayCLI
 import JOSE
 
 /// Reading the `appattest` commands' inputs: files or standard input, base64 or raw CBOR, hex.

@@ -1,5 +1,6 @@
 import Attestation
 import CBOR
+import GatewayCLI
 import GatewayCore
 import GatewayCrypto
 import JOSE

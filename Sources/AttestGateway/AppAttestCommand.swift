@@ -1,4 +1,5 @@
 import Attestation
+import GatewayCLI
 import GatewayCore
 import GatewayCrypto
 import JOSE

@@ -1,3 +1,4 @@
+import GatewayCLI
 import GatewayConfig
 import GatewayComposition
 import GatewayProxy

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import GatewayCLI
 import GatewayConfig
 import GatewayCrypto
 import GatewayCore

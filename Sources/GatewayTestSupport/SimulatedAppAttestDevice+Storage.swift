@@ -3,7 +3,8 @@ import Attestation
 import Foundation
 
 /// A device saved in one directory: `device-key.pem` (the private key, mode 0600) and `device.json` (app identity,
-/// environment, extensions and the last counter), so successive `dev appattest` commands act as one device.
+/// environment, extensions and the last counter), so successive `attest-gateway-dev appattest` commands act as one
+/// device.
 extension SimulatedAppAttestDevice {
     static let keyFile = "device-key.pem"
     static let stateFile = "device.json"

@@ -214,7 +214,7 @@ class FakeDeviceCheck(_AppleStandIn):
 class FakeAppAttestData(_AppleStandIn):
     """Apple's App Attest data server: `POST /v1/attestationData` with a receipt (standard base64 body) and
     `Authorization: <ES256 JWT>` (no "Bearer"). `mode` decides the answer: ("200", metric) returns a new RECEIPT
-    receipt for the same key minted by `attest-gateway dev appattest receipt` (signed by the test CA's receipt
+    receipt for the same key minted by `attest-gateway-dev appattest receipt` (signed by the test CA's receipt
     signer), "304", "404" or "429" as Apple does."""
 
     def __init__(self, tls: SimpleTLS, key_id: str, team_id: str, public_key_pem: bytes, binary: str, ca_dir: Path,
@@ -242,7 +242,7 @@ class FakeAppAttestData(_AppleStandIn):
             return int(mode[0]), b""
         f = self.workdir / f"in-{time.monotonic_ns()}.b64"
         f.write_bytes(base64.b64encode(receipt))
-        out = subprocess.run([self.binary, "dev", "appattest", "receipt", "--ca", str(self.ca_dir), "--receipt", str(f),
+        out = subprocess.run([self.binary, "appattest", "receipt", "--ca", str(self.ca_dir), "--receipt", str(f),
                               "--risk-metric", str(mode[1]), "--not-before-in", "0"], capture_output=True, timeout=30)
         if out.returncode != 0:
             return 500, out.stderr

@@ -1,7 +1,9 @@
 """Fixtures for the attest-gateway end-to-end suite.
 
-The binary comes from $GATEWAY_BIN (default: <repo>/.build/release/attest-gateway). Every gateway and dev-echo
-process is started in its own process group and killed (by that group id) in teardown, even when a test fails.
+The binary comes from $GATEWAY_BIN (default: <repo>/.build/release/attest-gateway), the development tools (dev echo,
+dev issuer, simulated App Attest device) from $GATEWAY_DEV_BIN (default: attest-gateway-dev beside GATEWAY_BIN). Every
+gateway and dev-echo process is started in its own process group and killed (by that group id) in teardown, even when
+a test fails.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import upstreams as U
-from harness import GATEWAY_BIN, REDIS_SERVER_BIN, DevEcho, DevIssuer, Gateway, RedisServer, free_port
+from harness import GATEWAY_BIN, GATEWAY_DEV_BIN, REDIS_SERVER_BIN, DevEcho, DevIssuer, Gateway, RedisServer, free_port
 
 DEFAULT_TEST_TIMEOUT = 120
 
@@ -58,6 +60,18 @@ def gateway_bin() -> str:
     return GATEWAY_BIN
 
 
+def _dev_bin() -> str:
+    if not (os.path.isfile(GATEWAY_DEV_BIN) and os.access(GATEWAY_DEV_BIN, os.X_OK)):
+        pytest.fail(f"development tools binary not found at {GATEWAY_DEV_BIN} (set GATEWAY_DEV_BIN)", pytrace=False)
+    return GATEWAY_DEV_BIN
+
+
+@pytest.fixture(scope="session")
+def dev_bin() -> str:
+    """The development tools' executable (attest-gateway-dev), never the production binary."""
+    return _dev_bin()
+
+
 @pytest.fixture(name="free_port")
 def free_port_fixture():
     return free_port
@@ -85,13 +99,13 @@ class _Factory:
 
     def dev_echo(self) -> DevEcho:
         self.n += 1
-        d = DevEcho(self.binary, self.tmp / f"echo{self.n}")
+        d = DevEcho(_dev_bin(), self.tmp / f"echo{self.n}")
         self.items.append(d)
         return d
 
     def dev_issuer(self, **kw) -> DevIssuer:
         self.n += 1
-        d = DevIssuer(self.binary, self.tmp / f"issuer{self.n}", **kw)
+        d = DevIssuer(_dev_bin(), self.tmp / f"issuer{self.n}", **kw)
         self.items.append(d)
         return d
 

@@ -17,6 +17,9 @@ import upstreams as U
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 GATEWAY_BIN = os.environ.get("GATEWAY_BIN", str(REPO / ".build" / "release" / "attest-gateway"))
+# The development tools (dev echo, dev issuer, simulated App Attest CA and device) are their own executable; every
+# test, fake and script that runs one takes it from here.
+GATEWAY_DEV_BIN = os.environ.get("GATEWAY_DEV_BIN", str(Path(GATEWAY_BIN).parent / "attest-gateway-dev"))
 
 
 
@@ -188,15 +191,17 @@ class Gateway:
 
 
 class DevEcho:
+    """``attest-gateway-dev echo`` (``binary``: the dev tools, GATEWAY_DEV_BIN) in its own process group."""
+
     def __init__(self, binary: str, workdir: Path):
         self.port = free_port()
         workdir.mkdir(parents=True, exist_ok=True)
         self._err = open(workdir / "dev-echo.stderr", "wb")
-        self.proc = subprocess.Popen([binary, "dev", "echo", "--listen", f"127.0.0.1:{self.port}"],
+        self.proc = subprocess.Popen([binary, "echo", "--listen", f"127.0.0.1:{self.port}"],
                                      stdout=subprocess.DEVNULL, stderr=self._err, stdin=subprocess.DEVNULL,
                                      start_new_session=True)
         try:
-            wait_listening(self.port, self.proc, 10.0, "attest-gateway dev echo")
+            wait_listening(self.port, self.proc, 10.0, "attest-gateway-dev echo")
         except Exception:
             self.kill()
             raise
@@ -235,7 +240,7 @@ def assert_json_error(resp: U.Resp, status: int, require_reason: bool = True) ->
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# App Check: the binary's development issuer and token helpers (stdlib only).
+# App Check: attest-gateway-dev's development issuer and token helpers (stdlib only).
 
 import base64 as _b64
 import urllib.request as _urlreq
@@ -262,7 +267,7 @@ def jwt_encode_segment(obj: dict) -> str:
 
 
 class DevIssuer:
-    """``attest-gateway dev issuer`` in its own process group (killed by that group id)."""
+    """``attest-gateway-dev issuer`` in its own process group (killed by that group id)."""
 
     def __init__(self, binary: str, workdir: Path, project_number: str | None = None, project_id: str | None = None,
                  app_id: str | None = None):
@@ -270,7 +275,7 @@ class DevIssuer:
         workdir.mkdir(parents=True, exist_ok=True)
         self.stderr_path = workdir / "dev-issuer.stderr"
         self._err = open(self.stderr_path, "wb")
-        args = [binary, "dev", "issuer", "--listen", f"127.0.0.1:{self.port}"]
+        args = [binary, "issuer", "--listen", f"127.0.0.1:{self.port}"]
         if project_number is not None:
             args += ["--project-number", project_number]
         if project_id is not None:
@@ -280,7 +285,7 @@ class DevIssuer:
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self._err, stdin=subprocess.DEVNULL,
                                      start_new_session=True)
         try:
-            wait_listening(self.port, self.proc, 10.0, "attest-gateway dev issuer")
+            wait_listening(self.port, self.proc, 10.0, "attest-gateway-dev issuer")
         except Exception:
             self.kill()
             raise

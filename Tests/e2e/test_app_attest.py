@@ -1,5 +1,5 @@
 """App Attest end to end: the real gateway, a recording upstream, SQLite (or Redis) state, and a simulated device
-(`attest-gateway dev appattest`): a test CA → intermediate → leaf carrying the nonce, real P-256 keys, attestation
+(`attest-gateway-dev appattest`): a test CA → intermediate → leaf carrying the nonce, real P-256 keys, attestation
 and assertion objects built as a device builds them. The gateway's `root_ca` points at the test CA.
 
 Story: challenge → attest → 100 assertions with increasing counters → replay rejected → another body or path
@@ -28,7 +28,7 @@ REG_C = "/.attest/chal"
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The simulated device (the gateway binary's `dev appattest` commands)
+# The simulated device (`attest-gateway-dev appattest`; `binary` is the dev tools' executable, GATEWAY_DEV_BIN)
 
 
 class Device:
@@ -39,7 +39,7 @@ class Device:
         self.key_id: str | None = None
 
     def _run(self, *args: str, stdin: bytes | None = None) -> str:
-        p = subprocess.run([self.binary, "dev", "appattest", *args], input=stdin, capture_output=True, timeout=60)
+        p = subprocess.run([self.binary, "appattest", *args], input=stdin, capture_output=True, timeout=60)
         assert p.returncode == 0, (args, p.stdout, p.stderr)
         return p.stdout.decode()
 
@@ -111,7 +111,7 @@ def register(port: int, device: Device, new_key: bool = False, path: str = REG) 
 
 def ca_dir(binary: str, tmp: Path) -> tuple[Path, Path]:
     d = tmp / "ca"
-    p = subprocess.run([binary, "dev", "appattest", "ca", "--dir", str(d)], capture_output=True, timeout=60)
+    p = subprocess.run([binary, "appattest", "ca", "--dir", str(d)], capture_output=True, timeout=60)
     assert p.returncode == 0, p.stderr
     root = Path(p.stdout.decode().strip().splitlines()[-1])
     assert root.is_file(), root
@@ -135,15 +135,15 @@ def aa_config(port: int, up_url: str, root: Path, state: dict, environment: str 
 
 
 @pytest.fixture(scope="module")
-def env(module_factory, gateway_bin):
+def env(module_factory, dev_bin):
     tmp = module_factory.tmp
-    ca, root = ca_dir(gateway_bin, tmp)
+    ca, root = ca_dir(dev_bin, tmp)
     up = module_factory.upstream(name="aa-up")
     port = free_port()
     gw = module_factory.gateway(aa_config(port, up.url, root, {"backend": "sqlite", "path": str(tmp / "aa.db")}))
-    device = Device(gateway_bin, ca, tmp / "device1")
+    device = Device(dev_bin, ca, tmp / "device1")
     reg = register(gw.port, device)
-    return SimpleNamespace(gw=gw, up=up, ca=ca, root=root, device=device, reg=reg, tmp=tmp, bin=gateway_bin)
+    return SimpleNamespace(gw=gw, up=up, ca=ca, root=root, device=device, reg=reg, tmp=tmp, bin=dev_bin)
 
 
 def api_requests(up, prefix: str) -> list:
@@ -417,20 +417,20 @@ def test_with_fraud_metric_the_attest_receipt_is_verified_at_registration(factor
         assert outcome(r) == ((201, None) if expected == 201 else (401, "bad_receipt")), (root, r.body)
 
 
-def test_registration_and_assertions_over_http2(factory, gateway_bin, tmp_path):
+def test_registration_and_assertions_over_http2(factory, dev_bin, tmp_path):
     """The registration flow and request-bound assertions over h2c (python-h2, several streams on one connection):
     the same answers as over HTTP/1.1 — the body held and hashed, the counter compare-and-set off the loop — with the
     request body sent in DATA frames with and without content-length."""
     from test_http2 import H2
 
-    ca, root = ca_dir(gateway_bin, tmp_path)
+    ca, root = ca_dir(dev_bin, tmp_path)
     up = factory.upstream(name="aa-h2-up")
     port = free_port()
     cfg = aa_config(port, up.url, root, {"backend": "sqlite", "path": str(tmp_path / "aa-h2.db")})
     listener = f'  - address: "127.0.0.1:{port}"\n'
     assert listener in cfg
     gw = factory.gateway(cfg.replace(listener, listener + "    http2: true\n", 1))
-    device = Device(gateway_bin, ca, tmp_path / "device-h2")
+    device = Device(dev_bin, ca, tmp_path / "device-h2")
     c = H2(gw.port)
     try:
         st = c.response(c.request("POST", REG + "/challenge", [("content-length", "0")], None))

@@ -1,4 +1,4 @@
-"""Firebase App Check verification end to end: real gateway, real `attest-gateway dev issuer` processes (JWKS over
+"""Firebase App Check verification end to end: real gateway, real `attest-gateway-dev issuer` processes (JWKS over
 loopback http), a recording upstream. Every rejection also asserts that nothing reached the upstream, every 401
 that it carries WWW-Authenticate, and the access log is checked for token leaks at the end of the module."""
 

@@ -1,8 +1,10 @@
-"""CLI: version, help, check-config, unknown commands."""
+"""CLI: version, help, check-config, unknown commands; the development tools stay out of the production binary."""
 
 import json
 import re
+import shutil
 import subprocess
+from pathlib import Path
 
 from harness import gateway_config, run_cli
 
@@ -35,6 +37,44 @@ def test_serve_help(gateway_bin):
 def test_unknown_command_exits_2(gateway_bin):
     p = run_cli(gateway_bin, "frobnicate")
     assert p.returncode == 2, f"exit {p.returncode}: {out(p)}"
+
+
+def test_dev_commands_are_a_usage_error_naming_attest_gateway_dev(gateway_bin):
+    for args in (("dev",), ("dev", "echo", "--listen", "127.0.0.1:0"), ("dev", "appattest", "ca", "--dir", "x")):
+        p = run_cli(gateway_bin, *args)
+        assert p.returncode == 2, f"{args}: exit {p.returncode}: {out(p)}"
+        assert "attest-gateway-dev" in p.stderr.decode(), f"{args}: {out(p)}"
+        assert p.stdout == b"", f"{args}: {out(p)}"
+
+
+# A linked Swift module leaves its name in the binary: in every symbol of the module (mangled as <length><name>, what
+# `nm` lists) and, kept by `strip`, as its module descriptor's NUL-terminated name (and its #file paths).
+TEST_SUPPORT = b"GatewayTestSupport"
+
+
+def test_production_binary_does_not_link_gateway_test_support(gateway_bin):
+    """The simulated App Attest CA and device (GatewayTestSupport) and the dev tools live in attest-gateway-dev
+    only: whoever holds a simulated CA can attest any key, so the production binary must not contain them."""
+    data = Path(gateway_bin).read_bytes()
+    assert b"\0GatewayProxy\0" in data, "no module descriptor of GatewayProxy found: is GATEWAY_BIN a Swift binary?"
+    if shutil.which("nm"):
+        symbols = subprocess.run(["nm", gateway_bin], capture_output=True, timeout=60).stdout.splitlines()
+        linked = [s.decode("utf-8", "replace") for s in symbols if b"18" + TEST_SUPPORT in s]
+        assert not linked, f"{len(linked)} GatewayTestSupport symbols in {gateway_bin}, e.g. {linked[:5]}"
+    assert TEST_SUPPORT not in data, f"{gateway_bin} contains GatewayTestSupport (its module name)"
+    for dev_type in (b"9DevIssuer", b"11EchoHandler", b"19DevAppAttestCommand"):
+        assert dev_type not in data, f"{gateway_bin} contains the dev tool type {dev_type.decode()}"
+
+
+def test_dev_binary_has_the_dev_tools(dev_bin):
+    p = run_cli(dev_bin, "--help")
+    assert p.returncode == 0, out(p)
+    for command in ("echo", "issuer", "token", "appattest"):
+        assert f"attest-gateway-dev {command}" in out(p), out(p)
+    p = run_cli(dev_bin)
+    assert p.returncode == 2, out(p)
+    p = run_cli(dev_bin, "frobnicate")
+    assert p.returncode == 2, out(p)
 
 
 def test_check_config_ok(gateway_bin, tmp_path):

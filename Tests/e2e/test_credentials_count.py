@@ -1,5 +1,5 @@
 """Limited use: every presented credential counts (PROTOCOL.md Additions, "Limited use"). The real gateway, two real
-`attest-gateway dev issuer` processes (two Firebase projects), a simulated App Attest device registered with the
+`attest-gateway-dev issuer` processes (two Firebase projects), a simulated App Attest device registered with the
 gateway, the local HTTPS stand-in for Apple's DeviceCheck API and a recording upstream. Each test tries to walk a
 spent credential past the replay check alongside a fresh one, and counts what the upstream saw.
 
@@ -58,11 +58,11 @@ class SwitchableDeviceCheck(FakeDeviceCheck):
 
 
 @pytest.fixture(scope="module")
-def env(module_factory, gateway_bin):
+def env(module_factory, dev_bin):
     tmp = module_factory.tmp
     iss_a = module_factory.dev_issuer()
     iss_b = module_factory.dev_issuer(project_number=PROJECT_B, project_id="other-project")
-    ca, root = ca_dir(gateway_bin, tmp)
+    ca, root = ca_dir(dev_bin, tmp)
     tls = make_tls(tmp / "tls")
     p8 = make_p8(tmp / "AuthKey.p8")
     public = subprocess.run(["openssl", "pkey", "-in", str(p8), "-pubout"], capture_output=True, check=True).stdout
@@ -93,7 +93,7 @@ def env(module_factory, gateway_bin):
                                                state={"backend": "sqlite", "path": str(tmp / "cc.db")}))
     wait_gateway_accepts(port, "/ready-a", H_A, iss_a.token())
     wait_gateway_accepts(port, "/ready-b", H_B, iss_b.token())
-    device = Device(gateway_bin, ca, tmp / "device")
+    device = Device(dev_bin, ca, tmp / "device")
     register(port, device)
     return SimpleNamespace(gw=gw, up=up, iss_a=iss_a, iss_b=iss_b, apple=apple, device=device)
 

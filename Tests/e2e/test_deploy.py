@@ -7,8 +7,8 @@
 - systemd: the unit carries the hardening chosen for it (and `systemd-analyze verify` has nothing to say, where
   it is installed).
 - Containerfile: the build stage runs the Makefile's `make build` steps (the target the README names), the runtime
-  stage installs the Debian package of every C library the binary links, and it agrees with the manifests on the
-  user, the ports and the configuration path.
+  stage installs the Debian package of every C library the binary links, never gets the development tools
+  (attest-gateway-dev), and it agrees with the manifests on the user, the ports and the configuration path.
 
 Needs PyYAML (`scripts/install-deps.sh test` installs it). Nothing is built or started except
 `attest-gateway check-config` and `systemd-analyze verify`.
@@ -370,6 +370,21 @@ def test_containerfile_build_stage_runs_make_build():
     assert {"Package.swift", "Sources", "Tests"} <= copied, copied
     assert 'path:' not in (REPO / "Package.swift").read_text(), "a target outside Sources/ or Tests/: COPY it too"
     assert any("ldd" in r and "swift" in r for r in runs), "the Swift runtime libraries are not collected"
+
+
+def test_containerfile_never_ships_the_development_tools():
+    """attest-gateway-dev (a simulated App Attest CA, an App Check issuer) is built because `make build` builds it,
+    and nothing else names it: it never reaches /out nor the runtime image."""
+    stages = _stages(CONTAINERFILE.read_text())
+    dev_builds = [c for c in _make_commands("build") if c.startswith("swift build") and "attest-gateway-dev" in c]
+    assert dev_builds, "`make build` does not build attest-gateway-dev"
+    for stage in stages:
+        for instruction, argument in stage["instructions"]:
+            if "attest-gateway-dev" in argument or "GatewayTestSupport" in argument:
+                assert instruction == "RUN" and argument in dev_builds, f"{instruction} {argument}"
+    runtime = stages[-1]
+    copied = [a for i, a in runtime["instructions"] if i == "COPY"]
+    assert all(a.startswith("--from=build /out/") for a in copied), copied
 
 
 def test_containerfile_runtime_matches_the_manifests():

@@ -1,4 +1,4 @@
-"""`attest-gateway dev echo`: the JSON echo used as a load upstream."""
+"""`attest-gateway-dev echo`: the JSON echo used as a load upstream."""
 
 import http.client
 import json

@@ -380,10 +380,10 @@ def test_failed_refresh_keeps_the_loaded_key_set(start_gateway, start_upstream, 
 
 
 @pytest.fixture(scope="module")
-def aa_env(module_factory, gateway_bin):
-    ca, root = ca_dir(gateway_bin, module_factory.tmp)
+def aa_env(module_factory, dev_bin):
+    ca, root = ca_dir(dev_bin, module_factory.tmp)
     iss = module_factory.dev_issuer()
-    return SimpleNamespace(ca=ca, root=root, iss=iss, bin=gateway_bin)
+    return SimpleNamespace(ca=ca, root=root, iss=iss, bin=dev_bin)
 
 
 def store_gateway(factory, env, up, state: dict):

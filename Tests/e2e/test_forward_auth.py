@@ -77,13 +77,13 @@ http {{
 
 
 @pytest.fixture(scope="module")
-def env(module_factory, gateway_bin):
+def env(module_factory, dev_bin):
     if not os.access(NGINX, os.X_OK):
         pytest.fail(f"nginx not found at {NGINX} (make test installs it; or set NGINX_BIN)", pytrace=False)
     tmp = module_factory.tmp
     iss = module_factory.dev_issuer()
     up = module_factory.upstream(name="fa-up")
-    ca, root = ca_dir(gateway_bin, tmp)
+    ca, root = ca_dir(dev_bin, tmp)
     gport = free_port()
     gw = module_factory.gateway(gateway_cfg(gport, up.url, iss.jwks_url, root))
     wait_gateway_accepts(gport, "/api/warm", H, iss.token())
@@ -95,7 +95,7 @@ def env(module_factory, gateway_bin):
                             stderr=open(ndir / "stderr.log", "wb"), start_new_session=True)
     try:
         wait_listening(nport, proc, 10, "nginx")
-        yield type("Env", (), dict(gw=gw, up=up, iss=iss, nport=nport, ca=ca, root=root, tmp=tmp, bin=gateway_bin))
+        yield type("Env", (), dict(gw=gw, up=up, iss=iss, nport=nport, ca=ca, root=root, tmp=tmp, bin=dev_bin))
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(5)

@@ -26,12 +26,12 @@ def wait_for(cond, timeout: float, what: str) -> None:
 
 
 @pytest.fixture
-def env(factory, gateway_bin, tmp_path):
-    ca, root = ca_dir(gateway_bin, tmp_path)
+def env(factory, dev_bin, tmp_path):
+    ca, root = ca_dir(dev_bin, tmp_path)
     tls = make_tls(tmp_path / "tls")
     p8 = make_p8(tmp_path / "AuthKey.p8")
     public = subprocess.run(["openssl", "pkey", "-in", str(p8), "-pubout"], capture_output=True, check=True).stdout
-    apple = FakeAppAttestData(tls, FRAUD_KEY, TEAM, public, gateway_bin, ca, tmp_path / "apple")
+    apple = FakeAppAttestData(tls, FRAUD_KEY, TEAM, public, dev_bin, ca, tmp_path / "apple")
     factory.items.append(apple)
     up = factory.upstream(name="fm-up")
     verifier = {"type": "app_attest", "team_id": TEAM, "bundle_ids": [BUNDLE], "root_ca": str(root), "max_skew": "60s",
@@ -44,7 +44,7 @@ def env(factory, gateway_bin, tmp_path):
     port = free_port()
     gw = factory.gateway(gateway_config(port, {"up": up.url}, routes=routes, verifiers={"aa": verifier},
                                         state={"backend": "sqlite", "path": str(tmp_path / "fm.db")}))
-    device = Device(gateway_bin, ca, tmp_path / "device")
+    device = Device(dev_bin, ca, tmp_path / "device")
     return SimpleNamespace(gw=gw, up=up, apple=apple, device=device)
 
 

@@ -27,7 +27,7 @@ import pytest
 from h2.exceptions import StreamClosedError
 
 import upstreams as U
-from harness import assert_json_error, free_port, gateway_config
+from harness import GATEWAY_DEV_BIN, assert_json_error, free_port, gateway_config
 from test_app_attest import BUNDLE, REG, TEAM, Device, ca_dir, register
 from test_http2 import H2, rss_kib
 
@@ -42,8 +42,8 @@ PATH = "/hold/upload"
 
 
 @pytest.fixture(scope="module")
-def ca(gateway_bin, tmp_path_factory):
-    return ca_dir(gateway_bin, tmp_path_factory.mktemp("held-ca"))
+def ca(dev_bin, tmp_path_factory):
+    return ca_dir(dev_bin, tmp_path_factory.mktemp("held-ca"))
 
 
 def held_config(port: int, up_url: str, root: Path, held_limit: str | None = None) -> str:
@@ -68,7 +68,7 @@ def start(factory, ca, tmp_path, held_limit: str | None = None, register_device:
     gw = factory.gateway(held_config(port, up.url, ca[1], held_limit))
     device = None
     if register_device:
-        device = Device(factory.binary, ca[0], tmp_path / "device")
+        device = Device(GATEWAY_DEV_BIN, ca[0], tmp_path / "device")
         register(port, device)
     return gw, up, device
 

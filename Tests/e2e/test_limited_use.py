@@ -1,4 +1,4 @@
-"""Limited-use App Check tokens (replay protection) end to end: real gateways, a real `attest-gateway dev issuer`,
+"""Limited-use App Check tokens (replay protection) end to end: real gateways, a real `attest-gateway-dev issuer`,
 a real `redis-server` (one per module, plus a private one for the outage test) and SQLite state files.
 
 Routes: `/ready` (verify fb, not limited: readiness only) and `/lu` (verify fb, limited_use: true), both to one

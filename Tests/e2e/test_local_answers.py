@@ -47,10 +47,10 @@ IMF_FIXDATE = re.compile(r"^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Ap
 
 
 @pytest.fixture(scope="module")
-def env(module_factory, gateway_bin):
+def env(module_factory, dev_bin):
     tmp = module_factory.tmp
     iss = module_factory.dev_issuer()
-    ca, root = ca_dir(gateway_bin, tmp)
+    ca, root = ca_dir(dev_bin, tmp)
     tls = make_tls(tmp / "tls")
     p8 = make_p8(tmp / "AuthKey.p8")
     public = subprocess.run(["openssl", "pkey", "-in", str(p8), "-pubout"], capture_output=True, check=True).stdout
@@ -91,10 +91,10 @@ def env(module_factory, gateway_bin):
     cfg = cfg.replace(listener, listener + "    http2: true\n", 1) + f"forward_auth:\n  path: {VERIFY}\n"
     gw = module_factory.gateway(cfg)
     wait_gateway_accepts(port, "/ac/ready", H, iss.token())
-    device = Device(gateway_bin, ca, tmp / "device")
+    device = Device(dev_bin, ca, tmp / "device")
     register(port, device)
     return SimpleNamespace(gw=gw, port=port, up=up, iss=iss, apple=apple, device=device, ca=ca, tmp=tmp,
-                           bin=gateway_bin)
+                           bin=dev_bin)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 * ``read_request`` – parses one request the way a strict upstream would (used by ``Upstream``).
 * ``read_response``– parses one response on the client side (1xx, CL, chunked, close-delimited, HEAD/204/304).
 * ``Upstream``     – a threaded recording upstream on 127.0.0.1 whose answer is a programmable behaviour:
-                     ``echo`` (JSON like ``attest-gateway dev echo``), ``slow``, ``garbage``, ``close``, ``raw``
+                     ``echo`` (JSON like ``attest-gateway-dev echo``), ``slow``, ``garbage``, ``close``, ``raw``
                      (exact bytes), ``chunked``, ``close_delimited``, ``interim`` (1xx then 200), ``routes``
                      (dispatch on path), or any callable ``handler(req, ctx)``.
 

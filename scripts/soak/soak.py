@@ -2,14 +2,14 @@
 """Soak test for attest-gateway (issue 9, scope 5): a bounded, mixed load for a long time, watching for leaks.
 
 What runs (all on 127.0.0.1, every process in its own process group, killed by that group's id at the end):
-  upstream  `attest-gateway dev echo`
-  issuer    `attest-gateway dev issuer` (App Check tokens; the gateway fetches its JWKS over HTTP)
+  upstream  `attest-gateway-dev echo`
+  issuer    `attest-gateway-dev issuer` (App Check tokens; the gateway fetches its JWKS over HTTP)
   state     SQLite (default) or redis-server (SOAK_STATE=redis, no persistence)
   gateway   `attest-gateway serve` with an admin listener, its client listener `http2: true` (h2c with prior knowledge
             and HTTP/1.1 on the same port; not with SOAK_H2_CONNECTIONS=0), and five routes:
               /ac/     app_check verifier `fb`
               /lu/     the same verifier, limited_use: true
-              /aa/     app_attest verifier `aa` (binding: request; simulated devices under a `dev appattest ca`)
+              /aa/     app_attest verifier `aa` (binding: request; simulated devices under a test CA)
               /open/   verify: [] (plain proxy)
               /abort/  verify: [] (only clients that go away; never compared)
 
@@ -87,6 +87,7 @@ def env_float(name: str, default: float) -> float:
 
 
 GATEWAY_BIN = os.environ.get("GATEWAY_BIN") or str(REPO / ".build" / "release" / "attest-gateway")
+DEV_BIN = H.GATEWAY_DEV_BIN                                # attest-gateway-dev: echo, issuer, simulated devices
 SECONDS = env_int("SOAK_SECONDS", 600, 10)                 # load in all, warm-up included
 WARMUP = env_int("SOAK_WARMUP_SECONDS", 60, 1)
 IDLE = env_int("SOAK_IDLE_SECONDS", 35, 0)                 # > the gateway's 30 s upstream idle timeout
@@ -157,10 +158,10 @@ def log(msg: str) -> None:
 # ----------------------------------------------------------------------------------------------------------------
 # Processes and setup
 
-def run(*args: str, timeout: float = 60.0) -> str:
-    p = subprocess.run([GATEWAY_BIN, *args], capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+def run_dev(*args: str, timeout: float = 60.0) -> str:
+    p = subprocess.run([DEV_BIN, *args], capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
     if p.returncode != 0:
-        raise RuntimeError(f"attest-gateway {' '.join(args[:3])} exited {p.returncode}: {p.stderr.decode()[-500:]}")
+        raise RuntimeError(f"attest-gateway-dev {' '.join(args[:2])} exited {p.returncode}: {p.stderr.decode()[-500:]}")
     return p.stdout.decode()
 
 
@@ -182,7 +183,8 @@ def post(port: int, target: str, body: bytes = b"", ctype: str | None = None) ->
 
 
 class Device:
-    """A simulated App Attest device (`dev appattest attest`), registered with the gateway, and its assertions."""
+    """A simulated App Attest device (`attest-gateway-dev appattest attest`), registered with the gateway, and its
+    assertions."""
 
     def __init__(self, home: Path, ca: Path):
         self.home, self.ca = home, ca
@@ -194,8 +196,8 @@ class Device:
         if r.status != 200:
             raise RuntimeError(f"POST {REG}/challenge answered {r.status}: {r.body[:200]!r}")
         chal = json.loads(r.body)["challenge"]
-        body = run("dev", "appattest", "attest", "--dir", str(self.home), "--ca", str(self.ca), "--team-id", TEAM,
-                   "--bundle-id", BUNDLE, "--challenge", chal).strip().encode()
+        body = run_dev("appattest", "attest", "--dir", str(self.home), "--ca", str(self.ca), "--team-id", TEAM,
+                       "--bundle-id", BUNDLE, "--challenge", chal).strip().encode()
         r = post(port, REG + "/attest", body, "application/json")
         if r.status != 201:
             raise RuntimeError(f"registering {self.home.name} answered {r.status}: {r.body[:300]!r}")
@@ -205,8 +207,8 @@ class Device:
         counter = 1
         while counter <= count:                       # `assert --count` prints at most 10 000 per call
             k = min(10_000, count - counter + 1)
-            out = run("dev", "appattest", "assert", "--dir", str(self.home), "--method", "GET", "--target", AA_TARGET,
-                      "--timestamp", str(timestamp), "--count", str(k), "--counter", str(counter))
+            out = run_dev("appattest", "assert", "--dir", str(self.home), "--method", "GET", "--target", AA_TARGET,
+                          "--timestamp", str(timestamp), "--count", str(k), "--counter", str(counter))
             lines += out.splitlines()
             counter += k
         self.assertions = [json.loads(l) for l in lines]
@@ -985,6 +987,9 @@ def main() -> int:
     if not os.access(GATEWAY_BIN, os.X_OK):
         log(f"gateway binary {GATEWAY_BIN} not found (make build)")
         return 2
+    if not os.access(DEV_BIN, os.X_OK):
+        log(f"development tools {DEV_BIN} not found (make build)")
+        return 2
     OUT.mkdir(parents=True, exist_ok=True)
     log(f"output in {OUT}")
     procs: list = []
@@ -992,9 +997,9 @@ def main() -> int:
     notes: list[str] = []
     started = time.time()
     try:
-        echo = H.DevEcho(GATEWAY_BIN, OUT)
+        echo = H.DevEcho(DEV_BIN, OUT)
         procs.append(echo)
-        issuer = H.DevIssuer(GATEWAY_BIN, OUT)
+        issuer = H.DevIssuer(DEV_BIN, OUT)
         procs.append(issuer)
         if STATE == "redis":
             redis = H.RedisServer(OUT / "redis")
@@ -1003,7 +1008,7 @@ def main() -> int:
         else:
             state = {"backend": "sqlite", "path": str(OUT / "state.db"), "timeout": "2s"}
         ca = OUT / "ca"
-        root = run("dev", "appattest", "ca", "--dir", str(ca)).strip()
+        root = run_dev("appattest", "ca", "--dir", str(ca)).strip()
         port, admin = H.free_port(), H.free_port()
         fresh = {"url": echo.url, "connect_timeout": "2s", "response_timeout": "30s", "max_idle_connections": 64}
         cfg = {

@@ -1,22 +1,23 @@
 import Attestation
 import Foundation
+import GatewayCLI
 import GatewayCore
 import GatewayCrypto
 import GatewayTestSupport
 import JOSE
 
-/// `attest-gateway dev appattest …`: a simulated App Attest device and Apple CA for the end-to-end tests and
+/// `attest-gateway-dev appattest …`: a simulated App Attest device and Apple CA for the end-to-end tests and
 /// `make demo`. Each command prints JSON lines in the exact shape a client sends to the gateway.
 enum DevAppAttestCommand {
     static let usage = """
     Usage:
-      attest-gateway dev appattest ca --dir DIR
-      attest-gateway dev appattest attest --dir DIR --ca CA_DIR --team-id T --bundle-id B --challenge TEXT
+      attest-gateway-dev appattest ca --dir DIR
+      attest-gateway-dev appattest attest --dir DIR --ca CA_DIR --team-id T --bundle-id B --challenge TEXT
           [--environment production|development] [--validation-category N] [--bundle-version V] [--new-key]
-      attest-gateway dev appattest assert --dir DIR
+      attest-gateway-dev appattest assert --dir DIR
           (--client-data-file FILE | --challenge TEXT | --method M --target T [--body-file FILE] [--timestamp N])
           [--count N] [--counter START]
-      attest-gateway dev appattest receipt --ca CA_DIR --receipt FILE --risk-metric N [--not-before-in SECONDS]
+      attest-gateway-dev appattest receipt --ca CA_DIR --receipt FILE --risk-metric N [--not-before-in SECONDS]
 
     DEVELOPMENT ONLY — whoever holds the CA's keys can attest any key for any app.
     ca      Creates a simulated App Attestation root and intermediate CA in DIR unless one is there, and prints
@@ -138,7 +139,7 @@ enum DevAppAttestCommand {
             extensions.validationCategory = SimulatedAppAttestExtensions.validationCategory(number)
         }
         guard SimulatedAppAttestCA.exists(in: caDir) else {
-            printErr("dev appattest attest: no CA in \(caDir) (create one with: attest-gateway dev appattest ca --dir \(caDir))")
+            printErr("dev appattest attest: no CA in \(caDir) (create one with: attest-gateway-dev appattest ca --dir \(caDir))")
             return ExitCode.failure
         }
         do {
@@ -193,7 +194,7 @@ enum DevAppAttestCommand {
             start = n
         }
         guard SimulatedAppAttestDevice.exists(in: dir) else {
-            printErr("dev appattest assert: no device in \(dir) (create one with: attest-gateway dev appattest attest --dir \(dir) …)")
+            printErr("dev appattest assert: no device in \(dir) (create one with: attest-gateway-dev appattest attest --dir \(dir) …)")
             return ExitCode.failure
         }
         do {

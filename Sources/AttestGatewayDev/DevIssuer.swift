@@ -1,5 +1,7 @@
 import GatewayCore
 import GatewayCrypto
+import GatewayPosix
+import GatewayProxy
 import HTTP1
 import JOSE
 
@@ -11,22 +13,22 @@ import JOSE
 /// - `POST /token` with optional JSON `{"app_id":…,"ttl":seconds,"limited_use":bool,"expired":bool}` →
 ///   `{"token":…,"ttl":…}`.
 /// - `POST /rotate`: a new signing key joins the set (`?retire=1`: older keys leave it).
-public final class DevIssuer: Sendable {
-    public struct Options: Sendable {
-        public var projectNumber = "123456789012"
-        public var projectID: String? = "demo-project"
-        public var appID = "1:123456789012:ios:0123456789abcdef"
-        public init() {}
+final class DevIssuer: Sendable {
+    struct Options: Sendable {
+        var projectNumber = "123456789012"
+        var projectID: String? = "demo-project"
+        var appID = "1:123456789012:ios:0123456789abcdef"
+        init() {}
     }
 
     private struct Keys {
         var all: [(kid: String, key: RSAPrivateKey)]
     }
 
-    public let options: Options
+    let options: Options
     private let keys: AnnotatedMutex<Keys>
 
-    public init(options: Options) throws(CryptoError) {
+    init(options: Options) throws(CryptoError) {
         self.options = options
         keys = AnnotatedMutex(Keys(all: [(Self.newKid(), try RSAPrivateKey.generate(bits: 2048))]))
     }
@@ -36,13 +38,13 @@ public final class DevIssuer: Sendable {
     }
 
     /// The JWKS document.
-    public func jwksJSON() -> String {
+    func jwksJSON() -> String {
         let entries = keys.withLock { k in k.all.map { $0.key.jwk(kid: $0.kid) } }
         return "{\"keys\":[" + entries.joined(separator: ",") + "]}"
     }
 
     /// Adds a key and signs with it from now on; `retire` drops the older ones.
-    public func rotate(retire: Bool) throws(CryptoError) -> String {
+    func rotate(retire: Bool) throws(CryptoError) -> String {
         let key = try RSAPrivateKey.generate(bits: 2048)
         let kid = Self.newKid()
         keys.withLock { k in
@@ -53,7 +55,7 @@ public final class DevIssuer: Sendable {
     }
 
     /// Mints a token for `appID` valid for `ttl` seconds from `now` (or one that expired an hour ago).
-    public func mint(appID: String?, ttl: Int64, limitedUse: Bool, expired: Bool, now: Int64) throws(CryptoError) -> String {
+    func mint(appID: String?, ttl: Int64, limitedUse: Bool, expired: Bool, now: Int64) throws(CryptoError) -> String {
         let (kid, key) = keys.withLock { k in k.all[k.all.count - 1] }
         let iat = expired ? now - 7_200 : now
         let exp = expired ? now - 3_600 : now + ttl
@@ -133,12 +135,7 @@ final class DevIssuerHandler: SmallHTTPHandler {
 
 extension SmallHTTPServer {
     /// The development App Check issuer on `address`.
-    public static func devIssuer(address: SocketAddress, issuer: DevIssuer) throws(PosixError) -> SmallHTTPServer {
+    static func devIssuer(address: SocketAddress, issuer: DevIssuer) throws(PosixError) -> SmallHTTPServer {
         try SmallHTTPServer(address: address) { DevIssuerHandler(issuer: issuer) }
     }
 }
-
-#if canImport(Glibc)
-import Glibc
-#endif
-import GatewayPosix

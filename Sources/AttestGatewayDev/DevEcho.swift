@@ -1,12 +1,13 @@
 import GatewayCrypto
 import GatewayPosix
+import GatewayProxy
 import HTTP1
 import Observability
 
 extension SmallHTTPServer {
     /// DEVELOPMENT ONLY — the echo upstream: every request gets 200 and a JSON description of what arrived
     /// (method, target, headers, body size and SHA-256).
-    public static func devEcho(address: SocketAddress) throws(PosixError) -> SmallHTTPServer {
+    static func devEcho(address: SocketAddress) throws(PosixError) -> SmallHTTPServer {
         try SmallHTTPServer(address: address) { EchoHandler() }
     }
 }

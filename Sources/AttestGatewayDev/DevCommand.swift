@@ -1,18 +1,22 @@
+import GatewayCLI
+import GatewayConfig
 import GatewayPosix
 import GatewayProxy
-import GatewayConfig
 import JOSE
 import Observability
 import OutboundHTTP
 
-/// `attest-gateway dev …`: development helpers. Not for production.
+/// The `attest-gateway-dev` command line: development helpers, an executable of their own so that the production
+/// binary never contains them (nor GatewayTestSupport's simulated CA). Not for production.
 enum DevCommand {
     static let usage = """
+    attest-gateway-dev — development tools for attest-gateway (never install or expose these in production)
+
     Usage:
-      attest-gateway dev echo --listen HOST:PORT
-      attest-gateway dev issuer --listen HOST:PORT [--project-number N] [--project-id ID] [--app-id ID]
-      attest-gateway dev token --issuer URL [--app-id ID] [--ttl SECONDS] [--limited-use] [--expired]
-      attest-gateway dev appattest ca|attest|assert …   (attest-gateway dev appattest --help)
+      attest-gateway-dev echo --listen HOST:PORT
+      attest-gateway-dev issuer --listen HOST:PORT [--project-number N] [--project-id ID] [--app-id ID]
+      attest-gateway-dev token --issuer URL [--app-id ID] [--ttl SECONDS] [--limited-use] [--expired]
+      attest-gateway-dev appattest ca|attest|assert|receipt …   (attest-gateway-dev appattest --help)
 
     DEVELOPMENT ONLY — never expose these.
     echo    A small HTTP/1.1 upstream: every request gets 200 and JSON describing it (method, target, headers,
