@@ -118,3 +118,13 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+/// Strict imports (docs/architecture.md "Modules"): a file sees only the members of modules it imports itself
+/// (`MemberImportVisibility`), and an import is internal unless it is written `public import` because the module's
+/// types appear in this module's public API (`InternalImportsByDefault`) — so no dependency leaks to importers.
+/// scripts/layers.py checks the other half: every import is a declared dependency.
+for target in package.targets where target.type != .system {
+    target.swiftSettings = (target.swiftSettings ?? []) + [
+        .enableUpcomingFeature("MemberImportVisibility"), .enableUpcomingFeature("InternalImportsByDefault"),
+    ]
+}

@@ -3,6 +3,7 @@ import GatewayPosix
 import GatewayProxy
 import HTTP1
 import Observability
+import GatewayCore
 
 extension SmallHTTPServer {
     /// DEVELOPMENT ONLY — the echo upstream: every request gets 200 and a JSON description of what arrived

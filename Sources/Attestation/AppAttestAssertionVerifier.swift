@@ -1,6 +1,5 @@
-import CBOR
-import GatewayCrypto
-
+public import CBOR
+public import GatewayCrypto
 /// Verifies an App Attest assertion (a per-request signature by an already attested key).
 ///
 /// nonce = SHA256(authenticatorData ‖ SHA256(clientData)); the key signs `nonce` as an ECDSA-SHA256 *message*,

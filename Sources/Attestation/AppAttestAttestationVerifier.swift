@@ -1,6 +1,5 @@
 import CBOR
-import GatewayCrypto
-
+public import GatewayCrypto
 /// Verifies an App Attest attestation object (the one-time key registration) and produces a `VerifiedAppAttestKey`.
 ///
 /// The checks, in order, are those of Apple's "Validating apps that connect to your server", as confirmed against

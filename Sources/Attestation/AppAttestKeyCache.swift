@@ -1,7 +1,6 @@
 import GatewayCore
-import GatewayCrypto
-import StateStore
-
+public import GatewayCrypto
+public import StateStore
 /// App Attest keys already loaded from the state store, shared by every loop, with their public keys already
 /// built (building one from its bytes costs more than the signature check) and their latest fraud (risk) metric.
 /// A key's public key, app id and environment never change after registration, so a cached copy is always right;

@@ -1,6 +1,5 @@
 import GatewayCore
-import GatewayCrypto
-
+public import GatewayCrypto
 /// An App Attest receipt: a CMS SignedData from Apple (the `attStmt.receipt` of an attestation, or a refreshed one
 /// from the App Attest data server) whose content is a `SET OF SEQUENCE { type INTEGER, version INTEGER,
 /// value OCTET STRING }`. Only `AppAttestReceiptVerifier` builds a verified one.

@@ -1,5 +1,4 @@
-import GatewayCrypto
-
+public import GatewayCrypto
 /// Root certificates that App Attest chains end in, compiled in so that the gateway (`root_ca: builtin`) and the
 /// operator CLI (`--root-ca` omitted) need no file — and so a missing or swapped file on a server cannot change
 /// which CA is trusted.

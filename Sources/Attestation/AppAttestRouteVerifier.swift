@@ -1,4 +1,4 @@
-import GatewayCore
+public import GatewayCore
 import StateStore
 
 /// App Attest assertions on a route (PROTOCOL.md "App Attest"): the key id, the assertion and, per binding, a

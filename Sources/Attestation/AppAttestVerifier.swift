@@ -1,6 +1,5 @@
 import CBOR
-import GatewayCrypto
-
+public import GatewayCrypto
 /// What an assertion's clientData is (PROTOCOL.md "App Attest assertion binding").
 public enum AppAttestClientDataBinding: Sendable, Equatable {
     /// `METHOD \n request-target \n X-App-Attest-Timestamp \n hex SHA-256(body)`; the timestamp within the skew.

@@ -1,7 +1,6 @@
 import GatewayCrypto
-import JOSE
-import KeySetCache
-
+public import JOSE
+public import KeySetCache
 /// Verifies Firebase App Check tokens (RS256 JWTs) for one configured verifier, in PROTOCOL.md's order: the
 /// first failing check decides the reason. Thread-safe: shared by every event loop (the key set cache is
 /// thread-safe; everything else is immutable).

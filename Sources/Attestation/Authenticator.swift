@@ -1,6 +1,5 @@
-import GatewayCore
-import StateStore
-
+public import GatewayCore
+public import StateStore
 /// A route's verification: its verifiers in order, any-of or all-of, enforce or monitor, and limited use.
 ///
 /// The proxy calls `evaluate` with the request's headers; the verifiers run in order — any-of stops at the first

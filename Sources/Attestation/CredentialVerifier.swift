@@ -1,6 +1,5 @@
-import GatewayCore
-import StateStore
-
+public import GatewayCore
+public import StateStore
 /// One kind of app-integrity credential on a request (App Check token, App Attest assertion, DeviceCheck token…):
 /// the headers that carry it, how it is read from them, and how it is verified — at once on the event loop, or
 /// through steps the proxy runs generically (`VerifierStep`: the state store, a blocking call, the whole body).

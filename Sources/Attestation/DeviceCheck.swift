@@ -2,10 +2,9 @@
 import Glibc
 #endif
 import GatewayCore
-import GatewayCrypto
+public import GatewayCrypto
 import JOSE
-import StateStore
-
+public import StateStore
 /// The ES256 token that authorizes the gateway's calls to Apple's DeviceCheck and App Attest servers
 /// (`kid` = the key id, `iss` = the team id, `iat`), signed with the `.p8` key and reused until it is
 /// `maxAgeSeconds` old (PROTOCOL.md: 20 minutes; Apple accepts them for an hour).

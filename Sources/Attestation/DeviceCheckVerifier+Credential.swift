@@ -1,4 +1,4 @@
-import GatewayCore
+public import GatewayCore
 import GatewayCrypto
 import StateStore
 

@@ -1,4 +1,5 @@
 import HTTP1
+import GatewayCore
 
 /// What the feeder checks on every head a parser produces: every range lies within the head's own bytes, the
 /// head ends with its empty line, and the limits it was parsed under hold.

@@ -1,6 +1,5 @@
-import GatewayConfig
-import GatewayProxy
-
+public import GatewayConfig
+public import GatewayProxy
 /// The composition root: everything a configuration needs — verifiers by type, their key caches and HTTP clients,
 /// the state backend, the fraud-metric refreshers — built here, in one place, and handed to `ProxyRuntime`. A
 /// reload builds the next graph the same way, taking over what has not changed. GatewayProxy builds none of it.

@@ -1,7 +1,8 @@
 import Attestation
-import GatewayConfig
+public import GatewayConfig
 import GatewayProxy
 import GatewayTLS
+import KeySetCache
 
 /// `check-config`'s second half: reads every file a loaded configuration names, with the same code `serve` reads
 /// them with at start-up, so a file that would stop `serve` (a missing root CA, a `.p8` that is not an EC key, a

@@ -1,5 +1,4 @@
-import HTTP1
-
+public import HTTP1
 /// The `paths` section, and the check that routes' match paths are written the way requests are routed.
 extension ConfigLoader {
     static func decodePaths(_ top: MappingReader) -> PathsConfig {

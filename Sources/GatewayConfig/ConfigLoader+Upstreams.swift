@@ -1,3 +1,4 @@
+import Foundation
 /// The `upstreams` section: a mapping from name to settings.
 extension ConfigLoader {
     /// Valid upstreams, and every declared name (valid or not) so routes naming a broken upstream are not

@@ -1,3 +1,4 @@
+import Foundation
 /// A URL as far as the configuration needs one: `scheme://host[:port][/path][?query]`.
 ///
 /// Deliberately small and strict (no Foundation `URL` leniency): the result decides where the gateway sends

@@ -1,5 +1,4 @@
-import GatewayCore
-
+public import GatewayCore
 /// The typed, validated form of `gateway.yml` (contract: docs/configuration.md). Built once by
 /// `ConfigLoader`; every value here has passed validation, and defaults are filled in.
 public struct GatewayConfiguration: Sendable, Equatable {

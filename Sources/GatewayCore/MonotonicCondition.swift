@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+public import Glibc
 #endif
 
 /// A POSIX mutex with a condition variable on the monotonic clock, for the few background threads (key-set

@@ -1,8 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CGatewayShims
-
+public import CGatewayShims
 /// A resolved IPv4 or IPv6 socket address.
 public struct SocketAddress: Sendable, CustomStringConvertible {
     public var storage: sockaddr_storage

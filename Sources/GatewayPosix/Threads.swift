@@ -1,8 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CGatewayShims
-
+public import CGatewayShims
 /// Starts and joins the loop threads, and waits for signals on the main thread.
 public enum Threads {
     private final class Box { let body: () -> Void; init(_ b: @escaping () -> Void) { body = b } }

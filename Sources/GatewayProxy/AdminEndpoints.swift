@@ -1,5 +1,6 @@
-import GatewayPosix
+public import GatewayPosix
 import HTTP1
+import StateStore
 
 /// What the admin listener reads: the running configuration's verifiers and state store (they change on reload)
 /// and the metrics text.

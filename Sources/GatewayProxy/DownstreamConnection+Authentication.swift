@@ -4,6 +4,7 @@ import GatewayCore
 import HTTP1
 import Observability
 import StateStore
+import GatewayPosix
 
 /// Runs a route's Authenticator for the request in progress: the verifiers' steps that leave the loop (the state
 /// store, calls to Apple, the whole body) are run here generically, the request waiting unread meanwhile; every

@@ -4,6 +4,7 @@ import HTTP1
 import JOSE
 import Observability
 import StateStore
+import GatewayPosix
 
 /// The App Attest registration endpoints (PROTOCOL.md "App Attest registration"): one-time challenges, and
 /// attestations verified against the pinned root and stored as keys with counter 0.

@@ -1,4 +1,4 @@
-import Attestation
+public import Attestation
 import Dispatch
 import GatewayCore
 import GatewayCrypto

@@ -5,6 +5,7 @@ import GatewayCore
 import HTTP1
 import HTTP2
 import Observability
+import GatewayPosix
 
 /// HTTP/2 on one client connection: the nghttp2 session and its streams. The connection (`owner`) keeps doing the
 /// socket and TLS; this turns its plaintext into streams and the streams' responses into frames.

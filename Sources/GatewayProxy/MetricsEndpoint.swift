@@ -2,6 +2,7 @@ import Attestation
 import Dispatch
 import GatewayCore
 import Observability
+import GatewayPosix
 
 /// `GET /metrics` on the admin listener: every loop's counters (copied on their loops), the connection gauge and
 /// the process-wide families, in Prometheus text format. Labels are configuration names and reason codes only —

@@ -1,8 +1,8 @@
-import GatewayConfig
+public import GatewayConfig
 import GatewayCore
-import GatewayPosix
+public import GatewayPosix
 import GatewayTLS
-import HTTP1
+public import HTTP1
 import HTTP2
 import Attestation
 import Observability

@@ -2,9 +2,9 @@
 import Glibc
 #endif
 import GatewayCore
-import GatewayPosix
+public import GatewayPosix
 import GatewayTLS
-import Observability
+public import Observability
 import Synchronization
 import Attestation
 

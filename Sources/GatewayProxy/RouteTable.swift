@@ -1,5 +1,5 @@
-import Attestation
-import GatewayConfig
+public import Attestation
+public import GatewayConfig
 import Observability
 import GatewayCore
 

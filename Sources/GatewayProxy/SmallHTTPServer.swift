@@ -3,9 +3,10 @@ import Glibc
 #endif
 import GatewayCore
 import GatewayCrypto
-import GatewayPosix
-import HTTP1
+public import GatewayPosix
+public import HTTP1
 import Observability
+import Foundation
 
 /// What a development server does with each request: sees the head, the body in pieces, then answers.
 public protocol SmallHTTPHandler: AnyObject {

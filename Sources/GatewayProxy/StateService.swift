@@ -3,8 +3,7 @@ import Dispatch
 import GatewayCore
 import Observability
 import GatewayPosix
-import StateStore
-
+public import StateStore
 /// Moves a loop-confined value through a `@Sendable` closure that only ever runs it on that same loop.
 struct LoopBound<Value>: @unchecked Sendable {
     let value: Value

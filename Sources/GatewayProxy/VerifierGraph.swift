@@ -1,8 +1,7 @@
-import Attestation
+public import Attestation
 import GatewayConfig
-import JOSE
-import KeySetCache
-
+public import JOSE
+public import KeySetCache
 /// The verifiers a configuration names, as the composition root (GatewayComposition) built them; shared by every
 /// loop, read-only.
 public struct VerifierGraph: Sendable {

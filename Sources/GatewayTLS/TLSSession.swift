@@ -1,6 +1,5 @@
 internal import COpenSSL
-import GatewayCore
-
+public import GatewayCore
 /// One TLS connection as bytes in, bytes out: the caller moves ciphertext between the socket and `feed` /
 /// `takeCiphertext`, and plaintext through `read` / `write`. No I/O inside, so the event loops drive it exactly as
 /// they drive the HTTP parser. Loop-confined.

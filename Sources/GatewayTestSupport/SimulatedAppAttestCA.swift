@@ -1,7 +1,6 @@
 internal import COpenSSL
-import GatewayCore
-import GatewayCrypto
-
+public import GatewayCore
+public import GatewayCrypto
 /// A stand-in for Apple's App Attestation CA: a self-signed root, one intermediate, and leaves issued for device
 /// keys with the nonce extension, shaped like Apple's (P-384 root and intermediate signing with SHA-384; P-256
 /// leaves signed with ECDSA-SHA256; the same basic-constraints and key-usage extensions).

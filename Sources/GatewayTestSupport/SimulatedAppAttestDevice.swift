@@ -1,6 +1,6 @@
-import Attestation
+public import Attestation
 import CBOR
-import GatewayCore
+public import GatewayCore
 import GatewayCrypto
 
 /// A simulated iPhone running one app with App Attest: a real P-256 key (as the Secure Enclave would hold),

@@ -1,7 +1,6 @@
 internal import COpenSSL
-import GatewayCore
-import GatewayCrypto
-
+public import GatewayCore
+public import GatewayCrypto
 /// A stand-in for Apple's receipt signing (Apple Root CA - G3 → Apple Application Integration CA 5 - G1 → the
 /// fraud-receipt signer): CMS SignedData over the receipt SET, without signed attributes, the chain embedded — as
 /// Apple's receipts are. Point `receipt_root_ca` at `rootCertificate`. **Test and demo use only.**

@@ -1,3 +1,4 @@
+import GatewayCore
 /// Read helpers shared by ``HTTP1RequestHead`` and ``HTTP1ResponseHead``: they work on a head's `bytes` and
 /// `fields` so both head types answer the same way.
 enum HTTP1HeadAccess {

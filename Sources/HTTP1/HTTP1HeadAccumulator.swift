@@ -1,3 +1,4 @@
+import GatewayCore
 /// The resumable, direction-neutral part of head parsing: finds lines, enforces the size and count limits,
 /// parses field lines and collects framing facts. The request and response parsers handle the start line.
 ///

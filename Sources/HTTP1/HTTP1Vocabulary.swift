@@ -1,5 +1,4 @@
-import GatewayCore
-
+public import GatewayCore
 /// The HTTP versions the gateway speaks on the wire. Anything else is `.unsupportedVersion` (505).
 public enum HTTP1Version: Sendable, Equatable {
     case http10, http11

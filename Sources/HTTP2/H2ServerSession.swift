@@ -2,8 +2,7 @@
 import Glibc
 #endif
 import CNGHTTP2
-import GatewayCore
-
+public import GatewayCore
 /// The server side of one HTTP/2 connection over nghttp2: bytes in, events out (to a delegate), bytes out. No I/O,
 /// no threads: the owner feeds what it read with ``receive(_:nowMillis:)`` and writes what ``send(into:limit:)``
 /// produces. nghttp2 does the framing, HPACK, stream states, flow-control accounting and RFC 9113 message checks;

@@ -1,5 +1,4 @@
-import GatewayCrypto
-
+public import GatewayCrypto
 /// A JSON Web Key Set (RFC 7517) reduced to what RS256 verification needs: RSA public keys by `kid`.
 ///
 /// Built once per fetch and then read-only; lookups by `kid` select the key, the token never supplies one.

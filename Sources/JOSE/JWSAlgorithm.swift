@@ -1,5 +1,4 @@
-import GatewayCrypto
-
+public import GatewayCrypto
 /// The one signature algorithm the gateway accepts: RS256, pinned.
 ///
 /// The token's own `alg` never chooses how it is verified. Anything but exactly "RS256" (none, HS256, RS512,

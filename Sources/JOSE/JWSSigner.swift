@@ -1,5 +1,4 @@
-import GatewayCrypto
-
+public import GatewayCrypto
 /// Mints compact JWS tokens: RS256 for the dev tools and tests (the gateway verifies App Check tokens, it never
 /// issues them), ES256 for the gateway's own tokens to Apple's servers (DeviceCheck, the App Attest data server).
 public enum JWSSigner {

@@ -1,5 +1,4 @@
-import GatewayCrypto
-
+public import GatewayCrypto
 extension RSAPrivateKey {
     /// The public half as a JWK (RFC 7517/7518) for the dev issuer's key set and tests:
     /// `{"kty":"RSA","kid":…,"use":"sig","alg":"RS256","n":…,"e":…}`. Never contains private material.

@@ -1,5 +1,4 @@
-import GatewayCore
-
+public import GatewayCore
 /// JSON string escaping for log lines and error bodies, byte-level.
 public enum JSONText {
     /// Appends `bytes` escaped for the inside of a JSON string. Bytes above 0x7F are written as `\u00XX` so a line

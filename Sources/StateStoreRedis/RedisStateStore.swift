@@ -1,5 +1,4 @@
-import StateStore
-
+public import StateStore
 /// The Redis backend of `AttestationStateStore`: the distributed engine when several gateway replicas serve one app,
 /// so that they share replay protection and App Attest counters (ARCHITECTURE.md "State").
 ///

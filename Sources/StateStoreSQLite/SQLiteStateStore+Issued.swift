@@ -1,5 +1,4 @@
-import StateStore
-
+public import StateStore
 /// Issued one-time values (App Attest challenges): the `issued` table (schema migration 2).
 extension SQLiteStateStore {
     public func issue(namespace: String, key: String, expiresAt: Int64, now: Int64) throws(StateStoreError) -> Bool {

@@ -1,5 +1,4 @@
-import StateStore
-
+public import StateStore
 /// App Attest keys, counters and receipts.
 extension SQLiteStateStore {
     public func registerKey(_ record: AttestedKeyRecord) throws(StateStoreError) -> Bool {

@@ -1,6 +1,5 @@
 import GatewayCore
-import StateStore
-
+public import StateStore
 /// The embedded default backend: one SQLite file in WAL mode.
 ///
 /// Exactly-once holds across threads, store instances and processes sharing the file, because each decision is

@@ -1,6 +1,7 @@
 import Testing
 import Attestation
 import JOSE
+import KeySetCache
 
 @Suite struct VerifiedTokenCacheTests {
     @Test func aRepeatedTokenIsServedFromTheCacheButStillExpires() {

@@ -1,6 +1,7 @@
 import GatewayCore
 import Testing
 @testable import GatewayConfig
+import Foundation
 
 /// The keys of the enforcement-boundary issue: `listeners[].trusted_proxies`, `limits.max_held_body_bytes`,
 /// `verifiers.<device_check>.replay_window`, and how `match.host` is normalised.

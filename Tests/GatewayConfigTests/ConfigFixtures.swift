@@ -1,4 +1,5 @@
 @testable import GatewayConfig
+import Foundation
 
 /// YAML fixtures shared by the loader tests.
 enum Fixtures {

@@ -1,5 +1,6 @@
 import Testing
 @testable import GatewayConfig
+import Foundation
 
 /// Errors about the document as a whole: syntax, shape, version, keys and value types.
 @Suite struct DocumentErrorTests {

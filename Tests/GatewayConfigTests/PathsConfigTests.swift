@@ -1,5 +1,6 @@
 import Testing
 @testable import GatewayConfig
+import Foundation
 
 /// `paths:` and the rule that routes' match paths are written canonically (requests are routed on the canonical
 /// path, so any other spelling would never match, or match something else than it reads).

@@ -1,5 +1,6 @@
 import Testing
 @testable import GatewayConfig
+import Foundation
 
 /// Errors in listeners, admin, state and upstreams.
 @Suite struct SectionErrorTests {

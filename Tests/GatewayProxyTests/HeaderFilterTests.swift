@@ -2,6 +2,7 @@ import Testing
 @testable import GatewayProxy
 import GatewayCore
 import HTTP1
+import Attestation
 
 @Suite struct HeaderFilterTests {
     func parseRequest(_ text: String) -> HTTP1RequestHead? {

@@ -1,5 +1,6 @@
 import HTTP1
 import Testing
+import GatewayCore
 
 /// Behaviour of the request parser beyond the corpus: head contents, helpers, the calling contract, limits.
 @Suite("Request parser")
