@@ -40,7 +40,6 @@ let package = Package(
         .target(name: "HTTP1", dependencies: ["GatewayCore"], swiftSettings: hotPath),
         .target(name: "GatewayConfig", dependencies: ["CYAML", "GatewayCore", "HTTP1"]),
         .target(name: "GatewayCrypto", dependencies: ["COpenSSL", "GatewayCore"]),
-        .target(name: "GatewayTLS", dependencies: ["COpenSSL", "GatewayCore"]),
         .target(name: "HTTP2", dependencies: ["CNGHTTP2", "GatewayCore"]),
         .target(name: "JOSE", dependencies: ["GatewayCrypto", "GatewayCore"]),
         .target(name: "CBOR", dependencies: ["CCBOR", "GatewayCore"]),
@@ -56,6 +55,8 @@ let package = Package(
 
         // Layer 3: the event loops.
         .target(name: "GatewayPosix", dependencies: ["GatewayCore", "CGatewayShims"], swiftSettings: hotPath),
+        // TLS sessions (no I/O) and the socket transport every connection reads and writes through.
+        .target(name: "GatewayTLS", dependencies: ["COpenSSL", "GatewayCore", "GatewayPosix"], swiftSettings: hotPath),
 
         // Layer 4: the request path.
         .target(name: "GatewayProxy", dependencies: [
@@ -81,7 +82,7 @@ let package = Package(
         .testTarget(name: "GatewayProxyTests", dependencies: [
             "GatewayProxy", "GatewayConfig", "HTTP1", "GatewayCore", "Attestation", "JOSE", "GatewayCrypto", "KeySetCache", "StateStore",
         ]),
-        .testTarget(name: "GatewayTLSTests", dependencies: ["GatewayTLS", "GatewayCore"]),
+        .testTarget(name: "GatewayTLSTests", dependencies: ["GatewayTLS", "GatewayPosix", "GatewayCore"]),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "GatewayCore"]),
         .testTarget(name: "GatewayCryptoTests", dependencies: ["GatewayCrypto", "GatewayCore"]),
         .testTarget(name: "CBORTests", dependencies: ["CBOR", "GatewayCore"], resources: [.copy("Vectors")]),
@@ -92,7 +93,7 @@ let package = Package(
         .testTarget(name: "StateStoreTests", dependencies: ["StateStore", "StateStoreSQLite", "StateStoreRedis", "GatewayCore"]),
         .testTarget(name: "KeySetCacheTests", dependencies: ["KeySetCache", "GatewayCore"]),
         .testTarget(name: "OutboundHTTPTests", dependencies: ["OutboundHTTP", "GatewayCore"]),
-        .testTarget(name: "GatewayPosixTests", dependencies: ["GatewayPosix"]),
+        .testTarget(name: "GatewayPosixTests", dependencies: ["GatewayPosix", "GatewayCore"]),
         .testTarget(name: "FuzzHarnessTests", dependencies: ["FuzzHarness"]),
         .testTarget(name: "CLibrariesTests", dependencies: [
             "COpenSSL", "CCBOR", "CNGHTTP2", "CYAML", "CHiredis", "CSQLite", "CCurl", "CGatewayShims",
