@@ -42,7 +42,6 @@ let package = Package(
         .target(name: "HTTP1", dependencies: ["GatewayCore"], swiftSettings: hotPath),
         .target(name: "GatewayConfig", dependencies: ["CYAML", "GatewayCore", "HTTP1"]),
         .target(name: "GatewayCrypto", dependencies: ["COpenSSL", "GatewayCore"]),
-        .target(name: "GatewayTLS", dependencies: ["COpenSSL", "GatewayCore"]),
         .target(name: "HTTP2", dependencies: ["CNGHTTP2", "GatewayCore"]),
         .target(name: "JOSE", dependencies: ["GatewayCrypto", "GatewayCore"]),
         .target(name: "CBOR", dependencies: ["CCBOR", "GatewayCore"]),
@@ -59,6 +58,8 @@ let package = Package(
 
         // Layer 3: the event loops.
         .target(name: "GatewayPosix", dependencies: ["GatewayCore", "CGatewayShims"], swiftSettings: hotPath),
+        // TLS sessions (no I/O) and the socket transport every connection reads and writes through.
+        .target(name: "GatewayTLS", dependencies: ["COpenSSL", "GatewayCore", "GatewayPosix"], swiftSettings: hotPath),
 
         // Layer 4: the request path.
         .target(name: "GatewayProxy", dependencies: [
@@ -99,7 +100,7 @@ let package = Package(
         .testTarget(name: "GatewayCompositionTests", dependencies: [
             "GatewayComposition", "GatewayConfig", "Attestation", "GatewayCrypto", "JOSE",
         ]),
-        .testTarget(name: "GatewayTLSTests", dependencies: ["GatewayTLS", "GatewayCore"]),
+        .testTarget(name: "GatewayTLSTests", dependencies: ["GatewayTLS", "GatewayPosix", "GatewayCore"]),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "GatewayCore"]),
         .testTarget(name: "GatewayCryptoTests", dependencies: ["GatewayCrypto", "GatewayCore"]),
         .testTarget(name: "CBORTests", dependencies: ["CBOR", "GatewayCore"], resources: [.copy("Vectors")]),
@@ -110,7 +111,7 @@ let package = Package(
         .testTarget(name: "StateStoreTests", dependencies: ["StateStore", "StateStoreSQLite", "StateStoreRedis", "GatewayCore"]),
         .testTarget(name: "KeySetCacheTests", dependencies: ["KeySetCache", "GatewayCore"]),
         .testTarget(name: "OutboundHTTPTests", dependencies: ["OutboundHTTP", "GatewayCore"]),
-        .testTarget(name: "GatewayPosixTests", dependencies: ["GatewayPosix"]),
+        .testTarget(name: "GatewayPosixTests", dependencies: ["GatewayPosix", "GatewayCore"]),
         .testTarget(name: "FuzzHarnessTests", dependencies: ["FuzzHarness"]),
         .testTarget(name: "CLibrariesTests", dependencies: [
             "COpenSSL", "CCBOR", "CNGHTTP2", "CYAML", "CHiredis", "CSQLite", "CCurl", "CGatewayShims",

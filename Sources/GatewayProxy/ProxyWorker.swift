@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import GatewayCore
 public import GatewayPosix
 import GatewayTLS
@@ -89,9 +86,9 @@ public final class ProxyWorker: @unchecked Sendable {
     /// Binds this worker's listening sockets.
     public func bind() throws(PosixError) {
         for (index, address) in current.runtime.listenAddresses.enumerated() {
-            let fd = try Socket.listen(on: address)
-            let handler = ListenerHandler(fd: fd, worker: self, index: index)
-            try loop.register(fd: fd, events: IOEvents.readable, handler: handler)
+            let socket = try Socket.listen(on: address)
+            let handler = ListenerHandler(socket: socket, worker: self, index: index)
+            try loop.register(fd: socket.fd, events: IOEvents.readable, handler: handler)
             listeners.append(handler)
         }
     }
@@ -103,11 +100,11 @@ public final class ProxyWorker: @unchecked Sendable {
     }
 
     /// Takes a freshly accepted client connection.
-    func adopt(fd: Int32, peer: SocketAddress, listener: Int) {
+    func adopt(_ socket: Socket, peer: SocketAddress, listener: Int) {
         var tls: TLSSession? = nil
         if listener < current.runtime.listenerTLS.count, let context = current.runtime.listenerTLS[listener] {
             guard let session = try? TLSSession(context: context) else {
-                close(fd)
+                socket.close()
                 budget.release()
                 return
             }
@@ -119,12 +116,12 @@ public final class ProxyWorker: @unchecked Sendable {
             let bytes = peer.addressBytes
             trustedPeer = current.runtime.listenerTrustedProxies[listener].contains { $0.contains(bytes) }
         }
-        let connection = DownstreamConnection(fd: fd, worker: self, clientAddress: Array(peer.hostString.utf8), tls: tls,
+        let connection = DownstreamConnection(socket: socket, worker: self, clientAddress: Array(peer.hostString.utf8), tls: tls,
                                               http2: http2, trustedPeer: trustedPeer)
         do {
-            try loop.register(fd: fd, events: IOEvents.all, handler: connection)
+            try loop.register(fd: socket.fd, events: IOEvents.all, handler: connection)
         } catch {
-            close(fd)
+            socket.close()
             budget.release()
             return
         }
@@ -163,15 +160,15 @@ public final class ProxyWorker: @unchecked Sendable {
 
 /// A listening socket: accepts until the queue is empty, within the connection budget.
 final class ListenerHandler: LoopHandler {
-    let fd: Int32
+    let socket: Socket
     unowned let worker: ProxyWorker
     /// The listener's position in the configuration (its TLS context).
     let index: Int
     var deadline: UInt64 { 0 }
     private var closed = false
 
-    init(fd: Int32, worker: ProxyWorker, index: Int) {
-        self.fd = fd
+    init(socket: Socket, worker: ProxyWorker, index: Int) {
+        self.socket = socket
         self.worker = worker
         self.index = index
     }
@@ -179,12 +176,12 @@ final class ListenerHandler: LoopHandler {
     func onEvents(_ events: UInt32) {
         // Bounded so one loop cannot starve its other connections while a burst arrives.
         for _ in 0..<64 {
-            guard !closed, let (client, peer) = Socket.accept(fd) else { return }
+            guard !closed, let (client, peer) = socket.accept() else { return }
             guard worker.budget.tryAcquire() else {
-                Glibc.close(client)   // at max_connections: refuse at once rather than queue
+                client.close()   // at max_connections: refuse at once rather than queue
                 continue
             }
-            worker.adopt(fd: client, peer: peer, listener: index)
+            worker.adopt(client, peer: peer, listener: index)
         }
     }
 
@@ -193,8 +190,8 @@ final class ListenerHandler: LoopHandler {
     func close() {
         guard !closed else { return }
         closed = true
-        worker.loop.deregister(fd: fd)
-        Glibc.close(fd)
+        worker.loop.deregister(fd: socket.fd)
+        socket.close()
     }
 }
 

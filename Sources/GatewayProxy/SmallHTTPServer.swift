@@ -1,9 +1,7 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import GatewayCore
 import GatewayCrypto
 public import GatewayPosix
+import GatewayTLS
 public import HTTP1
 import Observability
 import Foundation
@@ -27,9 +25,9 @@ public final class SmallHTTPServer: @unchecked Sendable {
     /// `makeHandler` gives each connection its own handler.
     public init(address: SocketAddress, makeHandler: @escaping () -> SmallHTTPHandler) throws(PosixError) {
         loop = try EventLoop(index: 0)
-        let fd = try Socket.listen(on: address)
-        let l = SmallHTTPListener(fd: fd, loop: loop, makeHandler: makeHandler)
-        try loop.register(fd: fd, events: IOEvents.readable, handler: l)
+        let socket = try Socket.listen(on: address)
+        let l = SmallHTTPListener(socket: socket, loop: loop, makeHandler: makeHandler)
+        try loop.register(fd: socket.fd, events: IOEvents.readable, handler: l)
         listener = l
     }
 
@@ -38,21 +36,21 @@ public final class SmallHTTPServer: @unchecked Sendable {
 }
 
 private final class SmallHTTPListener: LoopHandler {
-    let fd: Int32
+    let socket: Socket
     let loop: EventLoop
     let makeHandler: () -> SmallHTTPHandler
     var deadline: UInt64 { 0 }
 
-    init(fd: Int32, loop: EventLoop, makeHandler: @escaping () -> SmallHTTPHandler) {
-        self.fd = fd
+    init(socket: Socket, loop: EventLoop, makeHandler: @escaping () -> SmallHTTPHandler) {
+        self.socket = socket
         self.loop = loop
         self.makeHandler = makeHandler
     }
 
     func onEvents(_ events: UInt32) {
-        while let (client, _) = Socket.accept(fd) {
-            let c = SmallHTTPConnection(fd: client, loop: loop, handler: makeHandler())
-            do { try loop.register(fd: client, events: IOEvents.all, handler: c) } catch { close(client); continue }
+        while let (client, _) = socket.accept() {
+            let c = SmallHTTPConnection(socket: client, loop: loop, handler: makeHandler())
+            do { try loop.register(fd: client.fd, events: IOEvents.all, handler: c) } catch { client.close(); continue }
             c.onEvents(IOEvents.readable)
         }
     }
@@ -61,7 +59,7 @@ private final class SmallHTTPListener: LoopHandler {
 }
 
 private final class SmallHTTPConnection: LoopHandler {
-    let fd: Int32
+    let transport: SocketTransport
     let loop: EventLoop
     let handler: SmallHTTPHandler
     let inBuf = ByteBuffer(capacity: 16 * 1024)
@@ -71,22 +69,25 @@ private final class SmallHTTPConnection: LoopHandler {
     var closed = false
     var deadline: UInt64 { 0 }
 
-    init(fd: Int32, loop: EventLoop, handler: SmallHTTPHandler) {
-        self.fd = fd
+    init(socket: Socket, loop: EventLoop, handler: SmallHTTPHandler) {
+        transport = SocketTransport(socket: socket, readable: true, writable: true)
         self.loop = loop
         self.handler = handler
     }
 
     func onEvents(_ events: UInt32) {
-        if events & IOEvents.writable != 0 { flush() }
-        while !closed {
-            inBuf.reserve(16 * 1024)
-            let n = read(fd, inBuf.writablePointer, inBuf.writableBytes)
-            if n > 0 { inBuf.didWrite(n); process(); continue }
-            if n < 0 && errno == EINTR { continue }
-            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { break }
-            shut()
-            return
+        if events & IOEvents.writable != 0 {
+            transport.writable = true
+            flush()
+        }
+        if events & (IOEvents.readHangup | IOEvents.hangup | IOEvents.error) != 0 { transport.sawHangup = true }
+        transport.readable = true
+        while !closed && transport.readable {
+            switch transport.read(into: inBuf, reserve: 16 * 1024) {
+            case .data: process()
+            case .wouldBlock: return
+            case .closed, .failed, .tlsFailed: shut(); return
+            }
         }
     }
 
@@ -138,22 +139,14 @@ private final class SmallHTTPConnection: LoopHandler {
     }
 
     private func flush() {
-        while !outBuf.isEmpty {
-            let p = outBuf.readable
-            let n = write(fd, p.baseAddress, p.count)
-            if n > 0 { outBuf.consume(n); continue }
-            if n < 0 && errno == EINTR { continue }
-            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return }
-            shut()
-            return
-        }
+        if transport.write(from: outBuf) == .failed { shut() }
     }
 
     private func shut() {
         guard !closed else { return }
         closed = true
-        loop.deregister(fd: fd)
-        close(fd)
+        loop.deregister(fd: transport.socket.fd)
+        transport.close()
     }
 }
 

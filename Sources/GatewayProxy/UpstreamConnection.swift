@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import GatewayCore
 import GatewayPosix
 import GatewayTLS
@@ -29,7 +26,8 @@ enum UpstreamFailure {
 /// One TCP connection to an upstream: writes the request the client connection feeds it, parses the response
 /// and hands it back piece by piece. Idle in its pool between exchanges. Loop-confined.
 final class UpstreamConnection: LoopHandler {
-    let fd: Int32
+    /// The socket and, for an `https://` upstream, the TLS session (`inBuf`/`outBuf` are plaintext).
+    let transport: SocketTransport
     /// Pools live as long as their worker, longer than any connection.
     unowned(unsafe) let pool: UpstreamPool
     let inBuf = ByteBuffer(capacity: 16 * 1024)
@@ -39,11 +37,6 @@ final class UpstreamConnection: LoopHandler {
     private var connecting: Bool
     /// Taken from the pool (so it may have been closed by the upstream while idle).
     private(set) var reused = false
-    private var readable = false
-    /// The peer's FIN (or a reset) was reported: keep reading past a short read until read() returns 0, since
-    /// edge-triggered epoll reports the hang-up only once, possibly together with the last data.
-    private var sawHangup = false
-    private var writable = false
     private(set) var isClosed = false
     /// Request bytes written in the current exchange (the retry rule needs "nothing sent yet").
     private(set) var bytesSent = 0
@@ -53,19 +46,10 @@ final class UpstreamConnection: LoopHandler {
     private var lastHeadKeepAlive = false
     var deadline: UInt64 = 0
 
-    /// `https://` upstreams: the TLS session and its ciphertext both ways (`inBuf`/`outBuf` stay plaintext).
-    private let tls: TLSSession?
-    private let cipherIn: ByteBuffer?
-    private let cipherOut: ByteBuffer?
-
-    init(fd: Int32, pool: UpstreamPool, connecting: Bool, tls: TLSSession? = nil) {
-        self.fd = fd
+    init(socket: Socket, pool: UpstreamPool, connecting: Bool, tls: TLSSession? = nil) {
+        transport = SocketTransport(socket: socket, tls: tls, readable: false, writable: !connecting)
         self.pool = pool
-        self.tls = tls
-        cipherIn = tls == nil ? nil : ByteBuffer(capacity: 16 * 1024)
-        cipherOut = tls == nil ? nil : ByteBuffer(capacity: 16 * 1024)
         self.connecting = connecting
-        self.writable = !connecting
         self.parser = HTTP1ResponseParser(limits: pool.worker.runtime.responseLimits)
     }
 
@@ -97,12 +81,9 @@ final class UpstreamConnection: LoopHandler {
     /// Whether the upstream closed this idle connection without epoll having told us yet (its FIN may sit in the
     /// same event batch as the request about to use it). One non-blocking peek; callers use it only for
     /// connections idle long enough that an upstream keep-alive timeout could have hit them.
+    /// Unsolicited bytes on an idle connection make it unsafe to reuse as well.
     func peerClosedWhileIdle() -> Bool {
-        var byte: UInt8 = 0
-        let n = recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
-        if n == 0 { return true }
-        if n < 0 { return errno != EAGAIN && errno != EWOULDBLOCK }
-        return true   // unsolicited bytes on an idle connection: not safe to reuse either
+        transport.socket.peek() != .wouldBlock
     }
 
     @inline(__always) private func setDeadline(_ d: UInt64) {
@@ -116,9 +97,9 @@ final class UpstreamConnection: LoopHandler {
         if isClosed { return }
         if connecting {
             guard events & (IOEvents.writable | IOEvents.error | IOEvents.hangup) != 0 else { return }
-            if Socket.pendingError(fd) != 0 { fail(.connectFailed); return }
+            if transport.socket.pendingError != 0 { fail(.connectFailed); return }
             connecting = false
-            writable = true
+            transport.writable = true
             setDeadline(pool.worker.loop.now + pool.target.responseTimeoutMillis)
             flush()
             if isClosed { return }
@@ -132,12 +113,12 @@ final class UpstreamConnection: LoopHandler {
             return
         }
         if events & IOEvents.writable != 0 {
-            writable = true
-            if !outBuf.isEmpty || (cipherOut?.isEmpty == false) { flush() }
+            transport.writable = true
+            if !outBuf.isEmpty || transport.unsentCiphertext > 0 { flush() }
         }
-        if events & (IOEvents.readHangup | IOEvents.hangup | IOEvents.error) != 0 { sawHangup = true }
+        if events & (IOEvents.readHangup | IOEvents.hangup | IOEvents.error) != 0 { transport.sawHangup = true }
         if events & (IOEvents.readable | IOEvents.readHangup | IOEvents.hangup | IOEvents.error) != 0 {
-            readable = true
+            transport.readable = true
             readLoop()
         }
     }
@@ -157,32 +138,14 @@ final class UpstreamConnection: LoopHandler {
     /// Writes what `outBuf` holds. A reused connection that fails before its first byte is retried once on a
     /// fresh connection (the only retry: after a byte has left, the upstream may have acted on it).
     func flush() {
-        guard !connecting, !isClosed, writable else { return }
-        if let tls, let cipherOut {
-            if !tls.isHandshakeDone {
-                if case .failed = tls.handshake() { fail(.connectFailed); return }
-            }
-            // The request goes in once the handshake is done (until then only handshake records leave).
-            if tls.isHandshakeDone && !outBuf.isEmpty {
-                let n = outBuf.readableBytes
-                guard tls.write(outBuf.readable) else { fail(.closed); return }
-                outBuf.consume(n)
-                bytesSent += n
-            }
-            tls.takeCiphertext(into: cipherOut)
-        }
-        let wire = cipherOut ?? outBuf
-        while !wire.isEmpty {
-            let pending = wire.readable
-            let n = send(fd, pending.baseAddress, pending.count, Int32(MSG_NOSIGNAL))
-            if n > 0 {
-                wire.consume(n)
-                if cipherOut == nil { bytesSent += n }
-                if n < pending.count { writable = false; break }
-                continue
-            }
-            if n < 0 && errno == EINTR { continue }
-            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { writable = false; break }
+        guard !connecting, !isClosed, transport.writable else { return }
+        // A TLS client speaks first; the request goes in once the handshake is done (until then only handshake
+        // records leave).
+        guard transport.advanceHandshake() else { fail(.connectFailed); return }
+        let before = outBuf.readableBytes
+        let result = transport.write(from: outBuf)
+        bytesSent += before - outBuf.readableBytes
+        if result == .failed {
             if bytesSent == 0 && reused, let c = client {
                 client = nil
                 pool.remove(self)
@@ -208,46 +171,31 @@ final class UpstreamConnection: LoopHandler {
         guard readPaused else { return }
         readPaused = false
         process()
-        if readable && !readPaused { readLoop() }
+        if transport.readable && !readPaused { readLoop() }
     }
 
     private func readLoop() {
-        while readable && !readPaused && !isClosed && client != nil {
-            let target = cipherIn ?? inBuf
-            target.reserve(16 * 1024)
-            let space = target.writableBytes
-            let n = recv(fd, target.writablePointer, space, 0)
-            if n > 0 {
-                target.didWrite(n)
-                if n < space && !sawHangup { readable = false }
+        while transport.readable && !readPaused && !isClosed && client != nil {
+            let wasHandshaking = transport.isHandshaking
+            switch transport.read(into: inBuf, reserve: 16 * 1024) {
+            case .data:
                 setDeadline(pool.worker.loop.now + pool.target.responseTimeoutMillis)
-                if let tls, let cipherIn {
-                    let wasHandshaking = !tls.isHandshakeDone
-                    tls.feed(cipherIn.readable)
-                    cipherIn.clear()
-                    let result = tls.read(into: inBuf)
-                    if case .failed = result { fail(wasHandshaking ? .connectFailed : .closed); return }
-                    // Handshake records to send, and the request once the handshake has finished.
-                    if wasHandshaking || (cipherOut?.isEmpty == false) { flush() }
+                if wasHandshaking {
+                    flush()   // the request, once the handshake has finished
                     if isClosed { return }
-                    if case .closed = result {
-                        readable = false
-                        onEOF()
-                        return
-                    }
-                    if inBuf.isEmpty { continue }
                 }
+                if inBuf.isEmpty { continue }   // a TLS handshake step or a partial record
                 process()
-            } else if n == 0 {
-                readable = false
+            case .wouldBlock:
+                return
+            case .closed:
                 onEOF()
                 return
-            } else if errno == EINTR {
-                continue
-            } else if errno == EAGAIN || errno == EWOULDBLOCK {
-                readable = false
-            } else {
+            case .failed:
                 fail(.closed)
+                return
+            case .tlsFailed:
+                fail(wasHandshaking ? .connectFailed : .closed)
                 return
             }
         }
@@ -279,7 +227,7 @@ final class UpstreamConnection: LoopHandler {
                 if lastHeadWasInterim { lastHeadWasInterim = false; continue }
                 // Bytes after a complete response were never asked for, and a FIN means the upstream is done:
                 // don't reuse such a connection.
-                let reusable = lastHeadKeepAlive && inBuf.isEmpty && outBuf.isEmpty && !sawHangup
+                let reusable = lastHeadKeepAlive && inBuf.isEmpty && outBuf.isEmpty && !transport.sawHangup
                 c.upstreamResponseEnd(from: self, reusable: reusable)
                 return
             case .error:
@@ -319,7 +267,7 @@ final class UpstreamConnection: LoopHandler {
         isClosed = true
         client = nil
         deadline = 0
-        pool.worker.loop.deregister(fd: fd)
-        Glibc.close(fd)
+        pool.worker.loop.deregister(fd: transport.socket.fd)
+        transport.close()
     }
 }

@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import GatewayPosix
 import GatewayTLS
 
@@ -30,21 +27,21 @@ final class UpstreamPool {
 
     /// Always a new connection (the retry path).
     func connect(for client: DownstreamConnection, isHEAD: Bool) -> UpstreamConnection? {
-        let result: (fd: Int32, connected: Bool)
+        let result: (socket: Socket, connected: Bool)
         do { result = try Socket.connect(to: target.address) } catch { return nil }
         var tls: TLSSession? = nil
         if let context = target.tls {
             guard let session = try? TLSSession(context: context, serverName: target.serverName) else {
-                close(result.fd)
+                result.socket.close()
                 return nil
             }
             tls = session
         }
-        let c = UpstreamConnection(fd: result.fd, pool: self, connecting: !result.connected, tls: tls)
+        let c = UpstreamConnection(socket: result.socket, pool: self, connecting: !result.connected, tls: tls)
         do {
-            try worker.loop.register(fd: result.fd, events: IOEvents.all, handler: c)
+            try worker.loop.register(fd: result.socket.fd, events: IOEvents.all, handler: c)
         } catch {
-            close(result.fd)
+            c.transport.close()
             return nil
         }
         c.attach(client: client, isHEAD: isHEAD, reused: false)
