@@ -70,7 +70,10 @@ http {{ access_log off; keepalive_requests 1000000;
     gw = start(["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={tmp}/cg.out",
                 BIN, "serve", "--config", tmp / "gateway.yml", "--workers", "1"],
                stdout=subprocess.DEVNULL, stderr=open(tmp / "gateway.err", "wb"), cwd=tmp)
-    wait_listening(h1, gw, 120, "attest-gateway under callgrind")
+    try:
+        wait_listening(h1, gw, 120, "attest-gateway under callgrind")
+    except RuntimeError:
+        sys.exit((tmp / "gateway.err").read_text()[-2000:])
     urls = {"h1": (f"http://127.0.0.1:{h1}/bench", True), "h1-tls": (f"https://127.0.0.1:{h1_tls}/bench", True),
             "h1-tls-up": (f"http://127.0.0.1:{h1}/secure/bench", True), "h2c": (f"http://127.0.0.1:{h2c}/bench", False)}
     control = ["callgrind_control", str(gw.pid)]
