@@ -13,12 +13,9 @@ extension DownstreamConnection {
     /// Worker threads for calls that block (Apple's and Google's servers, attestation chains).
     static let blockingQueue = DispatchQueue(label: "attest-gateway.blocking", attributes: .concurrent)
 
-    /// Starts (or goes on with) the route's verifiers.
+    /// Starts the route's verifiers.
     func authenticate(_ head: HTTP1RequestHead, route: CompiledRoute, plan: Authenticator) {
-        let step = head.withHeaderView { headers in
-            plan.evaluate(headers, progress: &exchange.progress) { verificationRequest(head, route: route, verifier: $0) }
-        }
-        drive(step, head: head, route: route, plan: plan)
+        run(head, route: route, plan: plan, resuming: nil)
     }
 
     /// Verifier `i`'s step finished with `step`: fold it in and go on.
@@ -26,16 +23,23 @@ extension DownstreamConnection {
         guard let head = exchange.head, exchange.routeIndex >= 0 else { return }
         let route = gen.routes[exchange.routeIndex]
         guard let plan = route.verification else { return }
-        let next = head.withHeaderView { headers in
-            plan.resume(step, verifier: i, headers, progress: &exchange.progress) { verificationRequest(head, route: route, verifier: $0) }
-        }
-        drive(next, head: head, route: route, plan: plan)
+        run(head, route: route, plan: plan, resuming: (step, i))
     }
 
-    private func verificationRequest(_ head: HTTP1RequestHead, route: CompiledRoute, verifier i: Int) -> VerificationRequest {
+    /// One pass of the Authenticator: the clock, the signed line and the loop states read once for its verifiers.
+    private func run(_ head: HTTP1RequestHead, route: CompiledRoute, plan: Authenticator, resuming: (step: VerifierStep, verifier: Int)?) {
+        let now = worker.unixNow()
         // Forward-auth: the request the client signed is the original one, not this call.
         let line: SignedRequestLine = exchange.forwardAuth.map { .original(method: $0.method, target: $0.target) } ?? head.signedLine
-        return VerificationRequest(now: worker.unixNow(), signedLine: line, loopState: gen.loopStates[exchange.routeIndex][i])
+        let states = gen.loopStates[exchange.routeIndex]
+        func request(_ i: Int) -> VerificationRequest { VerificationRequest(now: now, signedLine: line, loopState: states[i]) }
+        let next = head.withHeaderView { headers in
+            if let (step, i) = resuming {
+                return plan.resume(step, verifier: i, headers, progress: &exchange.progress, request: request)
+            }
+            return plan.evaluate(headers, progress: &exchange.progress, request: request)
+        }
+        drive(next, head: head, route: route, plan: plan)
     }
 
     private func drive(_ step: Authenticator.Step, head: HTTP1RequestHead, route: CompiledRoute, plan: Authenticator) {
@@ -142,13 +146,13 @@ extension DownstreamConnection {
     }
 
     /// The request waits (its body unread, no deadline: the off-loop work has its own timeouts).
-    private func waitOffLoop() {
+    func waitOffLoop() {
         exchange.awaitingState = true
         deadline = 0
     }
 
     /// False when the connection closed or the exchange moved on while the work ran.
-    private func backOnLoop() -> Bool {
+    func backOnLoop() -> Bool {
         guard !closed, exchange.awaitingState else { return false }
         exchange.awaitingState = false
         return true

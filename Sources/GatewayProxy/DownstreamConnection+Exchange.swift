@@ -229,12 +229,10 @@ extension DownstreamConnection {
         let now = worker.unixNow()
         if requests.count == 1, let only = requests.first {
             // The common case joins the loop's batch of consumes (one SQLite commit for many requests).
-            exchange.awaitingState = true
-            deadline = 0
+            waitOffLoop()
             state.consume(namespace: only.namespace, key: only.key, expiresAt: only.expiresAt, now: now,
                           loop: worker.loop, owner: self) { conn, result in
-                guard !conn.closed, conn.exchange.awaitingState else { return }
-                conn.exchange.awaitingState = false
+                guard conn.backOnLoop() else { return }
                 finish(conn, [result])
                 conn.resumeAfterStateWork()
             }
