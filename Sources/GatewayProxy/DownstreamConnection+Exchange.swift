@@ -19,6 +19,10 @@ extension DownstreamConnection {
             mux.input(inBuf)
             return
         }
+        if let stream {
+            processStreamBody(stream)
+            return
+        }
         while !closed {
             switch phase {
             case .awaitingHead:
@@ -70,16 +74,7 @@ extension DownstreamConnection {
                 case .end(let consumed):
                     inBuf.consume(consumed)
                     exchange.bytesIn += consumed
-                    exchange.requestDone = true
-                    if exchange.heldBody != nil && exchange.upstream == nil {
-                        heldBodyComplete()
-                        continue
-                    }
-                    if let up = exchange.upstream {
-                        if exchange.requestChunked { up.outBuf.appendLastChunk() }
-                        up.flush()
-                    }
-                    if pendingOutput == 0 { deadline = 0 }
+                    if requestBodyEnded() { continue }
                     return
                 case .error(let error):
                     if exchange.responseStarted {
@@ -98,11 +93,45 @@ extension DownstreamConnection {
         }
     }
 
+    /// An HTTP/2 stream's body, as it arrived (nghttp2 checked it against its `content-length`).
+    private func processStreamBody(_ stream: H2Stream) {
+        while !closed && phase == .forwarding && !exchange.requestDone && !readPaused && !exchange.awaitingState {
+            if inBuf.isEmpty {
+                guard stream.requestEnded else {
+                    exchange.upstream?.flush()
+                    return
+                }
+                if requestBodyEnded() { continue }
+                return
+            }
+            let n = inBuf.readableBytes
+            forwardBody(inBuf.readable)
+            inBuf.consume(n)
+            exchange.bytesIn += n
+        }
+    }
+
+    /// The whole request body has been read: send the end on, or verify a held body; true when a held body was
+    /// completed (the caller goes on: the exchange has moved).
+    private func requestBodyEnded() -> Bool {
+        exchange.requestDone = true
+        if exchange.heldBody != nil && exchange.upstream == nil {
+            heldBodyComplete()
+            return true
+        }
+        if let up = exchange.upstream {
+            if exchange.requestChunked { up.outBuf.appendLastChunk() }
+            up.flush()
+        }
+        if pendingOutput == 0 { deadline = 0 }
+        return false
+    }
+
     /// Routes a new request and starts forwarding it, or answers it locally.
-    private func beginRequest(_ head: HTTP1RequestHead) {
+    func beginRequest(_ head: HTTP1RequestHead) {
         exchange.startMicros = MonotonicClock.nowMicros()
         exchange.head = head
-        exchange.outMark = totalWritten + outBuf.readableBytes
+        exchange.outMark = sink.bytesOut
         if let client = RequestID.fromClient(head) {
             exchange.requestID = .client(client)
         } else {
@@ -143,7 +172,7 @@ extension DownstreamConnection {
         phase = .forwarding
         if !hasBody {
             // A body-less request is complete with its head: take the parser's end event now.
-            if case .end = parser.next(UnsafeRawBufferPointer(start: nil, count: 0)) {}
+            if stream == nil, case .end = parser.next(UnsafeRawBufferPointer(start: nil, count: 0)) {}
             exchange.requestDone = true
         }
         if let registration {
@@ -317,9 +346,8 @@ extension DownstreamConnection {
 
     /// We answer 100-continue ourselves (Expect is not forwarded), once the gateway wants the body.
     func sendContinueIfExpected(_ head: HTTP1RequestHead) {
-        guard head.expectsContinue && head.version == .http11 else { return }
-        outBuf.append("HTTP/1.1 100 Continue\r\n\r\n" as StaticString)
-        exchange.outMark = totalWritten + outBuf.readableBytes
+        guard sink.sendContinue(request: head) else { return }
+        exchange.outMark = sink.bytesOut
         flushOut()
     }
 
@@ -384,11 +412,7 @@ extension DownstreamConnection {
     func upstreamResponseHead(_ response: HTTP1ResponseHead) {
         guard let head = exchange.head else { return }
         if response.status < 200 {
-            // 100 was answered by us already and 101 can't happen (Upgrade is not forwarded); other interim
-            // responses (103 Early Hints) reach HTTP/1.1 clients.
-            if response.status != 100 && response.status != 101 && head.version == .http11 {
-                HeaderFilter.appendClientResponseHead(response, keepFraming: true, chunked: false, connection: nil, to: outBuf)
-            }
+            sink.sendInterim(response, request: head)
             return
         }
         exchange.status = response.status
@@ -397,41 +421,23 @@ extension DownstreamConnection {
         if let up = exchange.upstream {
             worker.metrics.upstreamResponse(upstream: up.pool.target.metricID, micros: MonotonicClock.nowMicros() &- exchange.forwardMicros)
         }
-        let isHEAD = head.methodIs("HEAD")
-        switch response.framing {
-        case .none, .contentLength:
-            exchange.chunkToClient = false
-        case .chunked, .untilClose:
-            if head.version == .http11 {
-                exchange.chunkToClient = true
-            } else {
-                exchange.chunkToClient = false
-                exchange.closeAfter = true   // HTTP/1.0: the end of the body is the end of the connection
-            }
-        }
         if !head.keepAlive || worker.draining { exchange.closeAfter = true }
-        let connection: StaticString? = exchange.closeAfter ? "close" : (head.version == .http10 ? "keep-alive" : nil)
-        HeaderFilter.appendClientResponseHead(response, keepFraming: isHEAD || response.status == 304,
-                                              chunked: exchange.chunkToClient, connection: connection, to: outBuf)
+        sink.sendHead(response, request: head, closeAfter: &exchange.closeAfter)
     }
 
     /// Relays response-body bytes; returns true when the upstream should pause (the client is slow).
     func upstreamResponseBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        if exchange.chunkToClient {
-            outBuf.appendChunk(bytes)
-        } else {
-            outBuf.append(bytes)
-        }
+        sink.sendBody(bytes)
         if outBuf.readableBytes >= 64 * 1024 {
             flushOut()
             if closed { return true }
         }
-        // (An HTTP/2 stream's output moves to its queue on every flush, so the queue is what fills up.)
+        // (An HTTP/2 stream's body goes to its queue at once, so the queue is what fills up.)
         return pendingOutput >= worker.highWater
     }
 
     func upstreamResponseEnd(from up: UpstreamConnection, reusable: Bool) {
-        if exchange.chunkToClient { outBuf.appendLastChunk() }
+        sink.sendEnd()
         exchange.upstream = nil
         if !exchange.requestDone { exchange.closeAfter = true }   // the rest of the body is still on the wire
         up.pool.release(up, reusable: reusable && exchange.requestDone)
@@ -464,12 +470,11 @@ extension DownstreamConnection {
         // HEAD: the answer has no content (RFC 9110 9.3.2); a body would be read as the next response's start.
         var response = response; response.headOnly = exchange.head?.methodIs("HEAD") ?? false
         if exchange.head == nil { exchange.startMicros = MonotonicClock.nowMicros() }
-        exchange.outMark = totalWritten + outBuf.readableBytes
-        let isHTTP10 = exchange.head?.version == .http10
+        exchange.outMark = sink.bytesOut
         let close = closeConnection || exchange.closeAfter || (exchange.head.map { !$0.keepAlive } ?? true) || worker.draining
         exchange.closeAfter = close
         exchange.status = response.status
-        response.append(to: outBuf, close: close, keepAlive10: isHTTP10 && !close, date: worker.httpDate.value(at: worker.unixNow()))
+        sink.sendLocal(response, request: exchange.head, close: close, date: worker.httpDate.value(at: worker.unixNow()))
         finishExchange()
     }
 
@@ -512,7 +517,7 @@ extension DownstreamConnection {
         let log = worker.accessLog
         guard log.enabled else { return }
         let routeName: [UInt8] = exchange.routeIndex >= 0 ? gen.routes[exchange.routeIndex].jsonName : Array("null".utf8)
-        let bytesOut = totalWritten + outBuf.readableBytes - exchange.outMark
+        let bytesOut = sink.bytesOut - exchange.outMark
         let verdict = exchange.verdict.text
         if let original = exchange.forwardAuth {   // forward-auth: the original request's line, not the call's
             logForwardAuthCheck(original, log: log, route: routeName, status: status, bytesOut: bytesOut, verdict: verdict)

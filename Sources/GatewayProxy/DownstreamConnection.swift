@@ -9,7 +9,8 @@ import HTTP2
 ///
 /// HTTP/2: a connection that negotiates h2 (ALPN, or the h2c preface on an `http2: true` listener) keeps its
 /// transport and hands its plaintext to an `H2Mux`; each of its streams is then a `DownstreamConnection` without a
-/// transport (`stream`), fed an HTTP/1.1 request and read back for its response (see H2Mux.swift).
+/// transport (`stream`): its head and body are handed over as they are, and the stream is its `ResponseSink`
+/// (see H2Stream.swift).
 final class DownstreamConnection: LoopHandler {
     enum Phase {
         /// Waiting for (the rest of) a request head.
@@ -33,13 +34,13 @@ final class DownstreamConnection: LoopHandler {
     let inBuf: ByteBuffer
     let outBuf: ByteBuffer
     var parser: HTTP1RequestParser
+    /// Where responses go: HTTP/1.1 into `outBuf`, or the HTTP/2 stream.
+    let sink: any ResponseSink
     var phase = Phase.awaitingHead
     var deadline: UInt64 = 0
     var closed = false
     /// Reading is paused because the upstream's write buffer is full (backpressure).
     var readPaused = false
-    /// Bytes written to the socket over the connection's life (for bytes_out).
-    var totalWritten = 0
     var lingerUntil: UInt64 = 0
     /// HTTP/2: when an idle connection (no streams) closes.
     var muxIdleUntil: UInt64 = 0
@@ -84,6 +85,7 @@ final class DownstreamConnection: LoopHandler {
         stream = nil
         inBuf = ByteBuffer(capacity: 16 * 1024)
         outBuf = ByteBuffer(capacity: 16 * 1024)
+        sink = HTTP1ResponseWriter(out: outBuf)
         self.parser = HTTP1RequestParser(limits: worker.runtime.requestLimits)
     }
 
@@ -97,15 +99,24 @@ final class DownstreamConnection: LoopHandler {
         h2cPossible = false
         alpnPending = false
         self.stream = stream
-        inBuf = ByteBuffer(capacity: 2048)
-        outBuf = ByteBuffer(capacity: 2048)
+        sink = stream
+        inBuf = ByteBuffer(capacity: 0)
+        outBuf = ByteBuffer(capacity: 0)
         parser = HTTP1RequestParser(limits: worker.runtime.requestLimits)
     }
 
-    /// A stream's request head is in `inBuf`: serve it.
-    func startStream() {
+    /// Serves a stream's request (its head as the HTTP/1.1 checks read it; `headBytes`: its size on the wire).
+    func startStream(_ head: Result<HTTP1RequestHead, HTTP1ParseError>, headBytes: Int) {
         setDeadline(worker.loop.now + worker.headerTimeout)
-        readLoop()
+        exchange.sawRequestBytes = true
+        switch head {
+        case .success(let head):
+            exchange.bytesIn = headBytes
+            beginRequest(head)
+            if !closed { readLoop() }
+        case .failure(let error):
+            respondLocal(.parseError(status: error.status, code: error.code.rawValue), close: true)
+        }
     }
 
     func start() {
@@ -261,7 +272,11 @@ final class DownstreamConnection: LoopHandler {
 
     /// Writes buffered output. A short write means the socket buffer is full: wait for EPOLLOUT (edge-triggered).
     func flushOut() {
-        if let stream { flushStream(stream); return }
+        if let stream {
+            stream.flush()
+            if !closed { afterWrite() }
+            return
+        }
         if let mux { flushHTTP2(mux); return }
         guard writeWire() else { return }
         afterWrite()
@@ -281,13 +296,9 @@ final class DownstreamConnection: LoopHandler {
         }
     }
 
-    /// Encrypts (TLS) and sends what `outBuf` holds; false when the connection closed. Bytes count as written
-    /// once handed to TLS: bytes_out is the response's size.
+    /// Encrypts (TLS) and sends what `outBuf` holds; false when the connection closed.
     @inline(__always) private func writeWire() -> Bool {
-        let before = outBuf.readableBytes
-        let result = socketTransport.write(from: outBuf)
-        totalWritten += before - outBuf.readableBytes
-        if result == .failed {
+        if socketTransport.write(from: outBuf) == .failed {
             close()
             return false
         }
@@ -402,15 +413,5 @@ extension DownstreamConnection {
             break
         }
         if !closed && pendingOutput == 0 && mux.isFinished { close() }
-    }
-
-    /// A stream's HTTP/1.1 output becomes its HTTP/2 response; the queue nghttp2 pulls from is its backpressure.
-    fileprivate func flushStream(_ stream: H2Stream) {
-        if !outBuf.isEmpty {
-            totalWritten += outBuf.readableBytes
-            stream.takeResponse(from: outBuf)
-            if closed { return }
-        }
-        afterWrite()
     }
 }

@@ -21,8 +21,6 @@ struct Exchange {
     var bodyBytes = 0
     var bodyLimit = Int.max
     var responseStarted = false
-    /// The response body is re-framed as chunks for the client.
-    var chunkToClient = false
     /// The connection closes after this response.
     var closeAfter = false
     var sawRequestBytes = false
@@ -31,7 +29,7 @@ struct Exchange {
     var status = 0
     var upstreamStatus = 0
     var bytesIn = 0
-    /// `totalWritten + outBuf.readableBytes` when the response started.
+    /// The sink's `bytesOut` when the response started.
     var outMark = 0
     /// The access log's verdict: none (route without verifiers), verified, failed, absent.
     var verdict: Verdict = .none

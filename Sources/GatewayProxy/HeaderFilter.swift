@@ -290,12 +290,33 @@ enum HeaderFilter {
     /// field to add (nil for none).
     static func appendClientResponseHead(_ head: HTTP1ResponseHead, keepFraming: Bool, chunked: Bool,
                                          connection: StaticString?, to out: ByteBuffer) {
-        head.bytes.withUnsafeBytes { raw in
-            out.append("HTTP/1.1 " as StaticString)
-            out.appendDecimal(head.status)
-            out.append(byte: UInt8(ascii: " "))
-            out.append(UnsafeRawBufferPointer(rebasing: raw[head.reason]))
+        out.append("HTTP/1.1 " as StaticString)
+        out.appendDecimal(head.status)
+        out.append(byte: UInt8(ascii: " "))
+        head.bytes.withUnsafeBytes { out.append(UnsafeRawBufferPointer(rebasing: $0[head.reason])) }
+        out.append("\r\n" as StaticString)
+        forEachClientResponseField(head, keepFraming: keepFraming) { name, value in
+            out.append(name)
+            out.append(": " as StaticString)
+            out.append(value)
             out.append("\r\n" as StaticString)
+        }
+        if chunked { out.append("Transfer-Encoding: chunked\r\n" as StaticString) }
+        if let connection {
+            out.append("Connection: " as StaticString)
+            out.append(connection)
+            out.append("\r\n" as StaticString)
+        }
+        out.append("\r\n" as StaticString)
+    }
+
+    /// The upstream response's fields the client may see, in order: hop-by-hop fields, those Connection names and
+    /// framing fields left out (`keepFraming`: a HEAD/304 response's Transfer-Encoding describes the body it would
+    /// have had, so HTTP/1.1 keeps it). HTTP/1.1 and HTTP/2 responses are built from the same list.
+    @inline(__always)
+    static func forEachClientResponseField(_ head: HTTP1ResponseHead, keepFraming: Bool,
+                                           _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Void) {
+        head.bytes.withUnsafeBytes { raw in
             let named = connectionNamed(raw, head.fields)
             for field in head.fields {
                 let name = UnsafeRawBufferPointer(rebasing: raw[field.name])
@@ -303,30 +324,18 @@ enum HeaderFilter {
                 case .forward, .attest, .xForwardedFor, .xForwardedProto, .xForwardedHost, .forwardingChain:
                     if !named.isEmpty && isNamed(name, raw, named) { continue }
                 case .drop:
-                    // A HEAD/304 response's Transfer-Encoding describes the body it would have had: keep it.
                     if keepFraming && name.count == 17 && eq(name, "transfer-encoding") { break }
                     continue
                 case .connection:
                     continue
                 }
-                out.append(name)
-                out.append(": " as StaticString)
-                out.append(UnsafeRawBufferPointer(rebasing: raw[field.value]))
-                out.append("\r\n" as StaticString)
+                body(name, UnsafeRawBufferPointer(rebasing: raw[field.value]))
             }
-            if chunked { out.append("Transfer-Encoding: chunked\r\n" as StaticString) }
-            if let connection {
-                out.append("Connection: " as StaticString)
-                out.append(connection)
-                out.append("\r\n" as StaticString)
-            }
-            out.append("\r\n" as StaticString)
         }
     }
 }
 
-/// HTTP/1.1 chunked framing (RFC 9112 7.1), written where a body is re-framed: to upstreams, to clients, and for an
-/// HTTP/2 stream's body read as HTTP/1.1.
+/// HTTP/1.1 chunked framing (RFC 9112 7.1), written where a body is re-framed: to upstreams and to clients.
 extension ByteBuffer {
     /// One chunk holding `bytes` (nothing for an empty piece: an empty chunk would end the body).
     @inline(__always) func appendChunk(_ bytes: UnsafeRawBufferPointer) {

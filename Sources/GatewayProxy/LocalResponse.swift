@@ -124,12 +124,16 @@ struct LocalResponse {
         return .init(status: status, reasonPhrase: phrase, error: error, reason: code)
     }
 
+    /// The body: `{"error":…,"reason":…}`, or the endpoint's own JSON.
+    var body: String {
+        if let json { return json }
+        guard let reason else { return "{\"error\":\"\(error)\"}" }
+        return "{\"error\":\"\(error)\",\"reason\":\"\(reason)\"}"
+    }
+
     /// Appends the whole response; `close` adds `Connection: close`; `date` is the Date value (29 bytes).
     func append(to out: ByteBuffer, close: Bool, keepAlive10: Bool = false, date: [UInt8]) {
-        var body = "{\"error\":\"\(error)\""
-        if let reason { body += ",\"reason\":\"\(reason)\"" }
-        body += "}"
-        if let json { body = json }
+        let body = body
         out.append("HTTP/1.1 " as StaticString)
         out.appendDecimal(status)
         out.append(byte: UInt8(ascii: " "))
@@ -148,5 +152,20 @@ struct LocalResponse {
         }
         out.append("\r\n\r\n" as StaticString)
         if !headOnly { out.append(body) }
+    }
+
+    /// The fields of `append` without the connection's (`Connection`) as (name, value) pairs, names lower-case:
+    /// the head of the same answer on an HTTP/2 stream.
+    func fields(date: [UInt8], bodyLength: Int) -> [(name: String, value: String)] {
+        var fields: [(name: String, value: String)] = [("date", String(decoding: date, as: UTF8.self))]
+        if status == 200 || status == 201 { fields.append(("cache-control", "no-store")) }
+        for line in extraHeaders.split(separator: "\r\n", omittingEmptySubsequences: true) {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            let value = line[line.index(after: colon)...].drop(while: { $0 == " " })
+            fields.append((line[..<colon].lowercased(), String(value)))
+        }
+        fields.append(("content-type", "application/json"))
+        fields.append(("content-length", String(bodyLength)))
+        return fields
     }
 }

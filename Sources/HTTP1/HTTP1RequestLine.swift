@@ -63,7 +63,7 @@ struct HTTP1RequestLine: Sendable, Equatable {
 
     /// RFC 9112 3.2: origin-form for most methods, absolute-form (proxies must accept it), authority-form only
     /// for CONNECT, asterisk-form only for OPTIONS.
-    private static func checkTargetForm(
+    static func checkTargetForm(
         _ p: UnsafeRawBufferPointer, method: Range<Int>, target: Range<Int>
     ) throws(HTTP1ParseError) {
         for k in target where !HTTP1Bytes.isTarget(p[k]) { throw HTTP1ParseError(.invalidTarget) }

@@ -28,7 +28,9 @@ public final class AccessLog {
                        reason: String? = nil, requestID: UnsafeRawBufferPointer? = nil, protocol proto: StaticString? = nil) {
         guard enabled else { return }
         let b = buffer
-        let lineStart = b.writerIndex
+        // Where this line starts, as an offset from the unread start: an append may compact the buffer, which
+        // moves the indices but not the offsets.
+        let lineOffset = b.readableBytes
         b.append("{\"time\":\"" as StaticString)
         wallClock.appendNow(to: b)
         b.append("\",\"route\":" as StaticString)
@@ -68,7 +70,7 @@ public final class AccessLog {
             JSONText.appendEscaped(requestID, to: b)
         }
         b.append("\"}\n" as StaticString)
-        if b.readableBytes > maxWrite { flush(upTo: lineStart) }
+        if b.readableBytes > maxWrite { flush(upTo: b.readerIndex + lineOffset) }
     }
 
     /// Writes everything buffered.
