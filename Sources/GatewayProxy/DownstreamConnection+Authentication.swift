@@ -76,7 +76,7 @@ extension DownstreamConnection {
     private func holdBody(_ head: HTTP1RequestHead, route: CompiledRoute) {
         if exchange.heldBody == nil {
             let held = HeldBody(budget: gen.runtime.heldBodies)
-            if !exchange.requestDone {
+            if !http.requestDone {
                 if case .contentLength(let n) = head.framing {
                     if n > route.maxBodyBytes {
                         respondLocal(.payloadTooLarge(), close: true)
@@ -147,20 +147,20 @@ extension DownstreamConnection {
 
     /// The request waits (its body unread, no deadline: the off-loop work has its own timeouts).
     func waitOffLoop() {
-        exchange.awaitingState = true
+        http.awaitWork(true)
         deadline = 0
     }
 
     /// False when the connection closed or the exchange moved on while the work ran.
     func backOnLoop() -> Bool {
-        guard !closed, exchange.awaitingState else { return false }
-        exchange.awaitingState = false
+        guard !closed, http.awaitingWork else { return false }
+        http.awaitWork(false)
         return true
     }
 
     /// After work off the loop finished: go on with what is buffered and what the socket has.
     func resumeAfterStateWork() {
-        if !closed && (phase == .forwarding || phase == .awaitingHead) { process() }
+        if !closed && (http.phase == .exchanging || http.phase == .awaitingHead) { process() }
         if !closed && readable { readLoop() }
     }
 }

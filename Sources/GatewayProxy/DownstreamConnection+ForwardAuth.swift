@@ -14,7 +14,7 @@ extension DownstreamConnection {
     /// `prefixLength`: the length of `forward_auth.path`, which the call's path starts with.
     func beginForwardAuth(_ head: HTTP1RequestHead, prefixLength: Int) {
         let runtime = gen.runtime
-        let unread = !exchange.requestDone || !head.keepAlive
+        let unread = !http.requestDone || !head.keepAlive
         let original: ForwardAuthTarget
         switch ForwardAuthTarget.read(head, endpoint: runtime.forwardAuthPath ?? [], source: runtime.forwardAuthSource,
                                       hostRequired: runtime.routesMatchHost, pathOptions: runtime.pathOptions) {
@@ -62,7 +62,7 @@ extension DownstreamConnection {
             response.extraHeaders = String(decoding: scratch.readable, as: UTF8.self)
         }
         exchange.heldBody = nil
-        respondLocal(response, close: !exchange.requestDone || !(exchange.head?.keepAlive ?? false))
+        respondLocal(response, close: !http.requestDone || !(exchange.head?.keepAlive ?? false))
     }
 }
 

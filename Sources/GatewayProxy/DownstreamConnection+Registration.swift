@@ -12,7 +12,7 @@ extension DownstreamConnection {
     func beginRegistration(_ head: HTTP1RequestHead, _ endpoint: (action: RegistrationEndpoints.Action, verifier: AppAttestVerifier)) {
         exchange.registration = endpoint
         guard head.methodIs("POST") else {
-            respondLocal(.methodNotAllowed(allow: "POST"), close: !exchange.requestDone || !head.keepAlive)
+            respondLocal(.methodNotAllowed(allow: "POST"), close: !http.requestDone || !head.keepAlive)
             return
         }
         exchange.bodyLimit = RegistrationEndpoints.maxBodyBytes
@@ -22,11 +22,11 @@ extension DownstreamConnection {
         }
         let held = HeldBody(budget: gen.runtime.heldBodies)
         if case .contentLength(let n) = head.framing, !held.reserve(total: n) {
-            respondLocal(.overloaded(), close: !exchange.requestDone || !head.keepAlive)
+            respondLocal(.overloaded(), close: !http.requestDone || !head.keepAlive)
             return
         }
         exchange.heldBody = held
-        if !exchange.requestDone {
+        if !http.requestDone {
             sendContinueIfExpected(head)
             setDeadline(worker.loop.now + worker.idleTimeout)
             return   // `process` reads the body, then `heldBodyComplete` calls `registrationBodyReady`

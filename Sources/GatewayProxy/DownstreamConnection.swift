@@ -11,23 +11,12 @@ import HTTP2
 /// transport and hands its plaintext to an `H2Mux`; each of its streams is then a `DownstreamConnection` without a
 /// transport (`stream`): its head and body are handed over as they are, and the stream is its `ResponseSink`
 /// (see H2Stream.swift).
-final class DownstreamConnection: LoopHandler {
-    enum Phase {
-        /// Waiting for (the rest of) a request head.
-        case awaitingHead
-        /// A request is being forwarded and its response relayed.
-        case forwarding
-        /// Flushing a final response, then closing.
-        case closing
-        /// Write side shut; discarding what the client still sends so our response is not lost to a reset.
-        case lingering
-    }
-
+final class DownstreamConnection: LoopHandler, UpstreamClient {
     /// The socket and, on a TLS listener, the session (`inBuf`/`outBuf` are plaintext); nil for an HTTP/2 stream.
     let transport: SocketTransport?
     /// `transport` on the paths only a socket connection takes. Unwrapped in place: binding the optional with
     /// `if let` retains and releases it each time, which showed in the per-request instruction count.
-    @inline(__always) private var socketTransport: SocketTransport { transport! }
+    @inline(__always) var socketTransport: SocketTransport { transport! }
     /// The worker outlives its connections (it closes them all before it goes), so no reference counting here.
     unowned(unsafe) let worker: ProxyWorker
     let clientAddress: [UInt8]
@@ -36,11 +25,10 @@ final class DownstreamConnection: LoopHandler {
     var parser: HTTP1RequestParser
     /// Where responses go: HTTP/1.1 into `outBuf`, or the HTTP/2 stream.
     let sink: any ResponseSink
-    var phase = Phase.awaitingHead
+    /// The connection's decisions: phase, keep-alive, what the body waits on, what a deadline means.
+    var http = HTTP1ServerStateMachine()
     var deadline: UInt64 = 0
     var closed = false
-    /// Reading is paused because the upstream's write buffer is full (backpressure).
-    var readPaused = false
     var lingerUntil: UInt64 = 0
     /// HTTP/2: when an idle connection (no streams) closes.
     var muxIdleUntil: UInt64 = 0
@@ -55,9 +43,9 @@ final class DownstreamConnection: LoopHandler {
     /// The peer is one of the listener's `trusted_proxies`: its forwarding headers are kept and appended to.
     let trustedPeer: Bool
     /// HTTP/2 on this connection's socket, once negotiated.
-    private(set) var mux: H2Mux? = nil
+    var mux: H2Mux? = nil
     /// A plaintext `http2: true` listener, before the first request: the h2c preface may still come.
-    private var h2cPossible: Bool
+    var h2cPossible: Bool
     /// A TLS connection whose ALPN choice has not been looked at yet.
     private var alpnPending: Bool
     /// An HTTP/2 stream's exchange (no transport).
@@ -108,7 +96,7 @@ final class DownstreamConnection: LoopHandler {
     /// Serves a stream's request (its head as the HTTP/1.1 checks read it; `headBytes`: its size on the wire).
     func startStream(_ head: Result<HTTP1RequestHead, HTTP1ParseError>, headBytes: Int) {
         setDeadline(worker.loop.now + worker.headerTimeout)
-        exchange.sawRequestBytes = true
+        _ = http.headBytesArrived()
         switch head {
         case .success(let head):
             exchange.bytesIn = headBytes
@@ -167,29 +155,26 @@ final class DownstreamConnection: LoopHandler {
             if deadline != 0 { worker.loop.scheduleSweep(by: deadline) }
             return
         }
-        switch phase {
-        case .awaitingHead:
-            if exchange.sawRequestBytes {
-                respondLocal(.requestTimeout(), close: true)
-            } else {
-                close()   // idle keep-alive (or a silent new connection): nothing to answer
-            }
-        case .forwarding:
-            if !exchange.requestDone {
-                // The client stopped sending its body.
-                if exchange.responseStarted {
-                    close()
-                } else {
-                    abortUpstream()
-                    respondLocal(.bodyTimeout(), close: true)
-                }
-            } else if pendingOutput > 0 {
-                close()   // the client stopped reading the response
-            } else {
-                deadline = 0   // waiting on the upstream, which has its own timeout
-            }
-        case .closing, .lingering:
-            close()
+        switch http.timedOut(pendingOutput: pendingOutput > 0) {
+        case .close:
+            close()   // idle, a client that stopped reading its response, or one cut mid-body after our answer
+        case .requestTimeout:
+            respondLocal(.requestTimeout(), close: true)
+        case .bodyTimeout:
+            abortUpstream()
+            respondLocal(.bodyTimeout(), close: true)
+        case .disarm:
+            deadline = 0   // waiting on the upstream, which has its own timeout
+        }
+    }
+
+    /// Arms the deadline the state machine asked for.
+    func arm(_ d: HTTP1ServerStateMachine.Deadline) {
+        switch d {
+        case .none: deadline = 0
+        case .header: setDeadline(worker.loop.now + worker.headerTimeout)
+        case .idle: setDeadline(worker.loop.now + worker.idleTimeout)
+        case .linger: setDeadline(worker.loop.now + worker.lingerMillis)
         }
     }
 
@@ -198,11 +183,7 @@ final class DownstreamConnection: LoopHandler {
     /// Whether the connection wants more bytes from the client now.
     @inline(__always) private var wantsRead: Bool {
         if mux != nil { return true }   // nghttp2's flow control bounds what streams may send
-        switch phase {
-        case .awaitingHead, .lingering: return true
-        case .forwarding: return !exchange.requestDone && !readPaused && !exchange.awaitingState
-        case .closing: return false
-        }
+        return http.wantsRead
     }
 
     func readLoop() {
@@ -213,13 +194,13 @@ final class DownstreamConnection: LoopHandler {
             return
         }
         while socketTransport.readable && !closed && wantsRead {
-            if phase == .lingering {
+            if http.phase == .lingering {
                 linger(socketTransport)
                 return
             }
             switch socketTransport.read(into: inBuf, reserve: 4096) {
             case .data:
-                if phase == .forwarding && mux == nil { setDeadline(worker.loop.now + worker.idleTimeout) }
+                if http.phase == .exchanging && mux == nil { arm(http.bodyProgressed()) }
                 if alpnPending && !socketTransport.isHandshaking, let tls = socketTransport.tls {
                     alpnPending = false
                     if tls.negotiatedProtocol == "h2" { startHTTP2() }
@@ -253,17 +234,9 @@ final class DownstreamConnection: LoopHandler {
     /// The client closed its sending side.
     private func peerClosed() {
         if mux != nil { close(); return }
-        switch phase {
-        case .awaitingHead:
-            close()
-        case .forwarding:
-            if exchange.requestDone {
-                exchange.closeAfter = true   // answer, then close
-            } else {
-                exchange.status = exchange.status == 0 ? 499 : exchange.status
-                close()
-            }
-        case .closing, .lingering:
+        let cutShort = http.phase == .exchanging   // unless the request is whole: then it is answered first
+        if http.peerClosed() == .now {
+            if cutShort && exchange.status == 0 { exchange.status = 499 }
             close()
         }
     }
@@ -286,18 +259,18 @@ final class DownstreamConnection: LoopHandler {
     /// has `idle_timeout` to take more.
     @inline(__always) private func afterWrite() {
         if pendingOutput == 0 {
-            if phase == .closing {
+            if http.phase == .closing {
                 startLingering()
                 return
             }
             if let up = exchange.upstream { up.resumeReading() }
-        } else if phase == .forwarding {
+        } else if http.phase == .exchanging {
             setDeadline(worker.loop.now + worker.idleTimeout)
         }
     }
 
     /// Encrypts (TLS) and sends what `outBuf` holds; false when the connection closed.
-    @inline(__always) private func writeWire() -> Bool {
+    @inline(__always) func writeWire() -> Bool {
         if socketTransport.write(from: outBuf) == .failed {
             close()
             return false
@@ -307,12 +280,12 @@ final class DownstreamConnection: LoopHandler {
 
     private func startLingering() {
         guard let transport else { close(); return }   // a stream's exchange is over; nghttp2 ends the stream
-        if inBuf.isEmpty && !transport.readable && exchange.requestDone {
+        if inBuf.isEmpty && !transport.readable && http.requestDone {
             close()
             return
         }
         transport.shutdownWrite()
-        phase = .lingering
+        _ = http.outputDrained()
         lingerUntil = worker.loop.now + worker.lingerMillis
         setDeadline(lingerUntil)
         inBuf.clear()
@@ -320,98 +293,5 @@ final class DownstreamConnection: LoopHandler {
         readLoop()
     }
 
-    // MARK: teardown
-
-    /// SIGTERM: an idle connection closes now; a busy one after its response.
-    func drain() {
-        if let mux { mux.drain(); return }
-        if phase == .awaitingHead && !exchange.sawRequestBytes {
-            close()
-        } else {
-            exchange.closeAfter = true
-        }
-    }
-
     deinit { generatedRequestID.deallocate() }
-
-    func close() {
-        guard !closed else { return }
-        closed = true
-        if phase == .forwarding && !exchange.logged && mux == nil {
-            logExchange(status: exchange.status == 0 ? 499 : exchange.status)
-        }
-        abortUpstream()
-        if let stream {
-            stream.connectionClosed()
-            return
-        }
-        mux?.closeAll()
-        if let transport {
-            worker.loop.deregister(fd: transport.socket.fd)
-            transport.close()
-        }
-        worker.connectionClosed(self)
-    }
-
-    func abortUpstream() {
-        if let up = exchange.upstream {
-            exchange.upstream = nil
-            up.pool.remove(up)
-            up.close()
-        }
-    }
-}
-
-// MARK: HTTP/2
-
-extension DownstreamConnection {
-    /// ALPN chose h2, or the h2c preface arrived: from now on the socket carries an HTTP/2 session.
-    func startHTTP2() {
-        do {
-            mux = try H2Mux(owner: self, settings: worker.runtime.h2Settings)
-        } catch {
-            close()
-            return
-        }
-        h2cPossible = false
-        phase = .forwarding
-        muxIdleUntil = worker.loop.now + worker.idleTimeout
-        setDeadline(muxIdleUntil)
-        flushOut()   // the server's SETTINGS
-    }
-
-    /// Plaintext `http2: true` listeners: whether the first bytes are the h2c preface (nil: not enough bytes yet).
-    /// Consulted until the first request is recognised either way.
-    func checkH2CPreface() -> Bool? {
-        guard h2cPossible else { return false }
-        guard let match = H2Preface.matches(inBuf.readable) else { return nil }
-        h2cPossible = false
-        return match
-    }
-
-    /// Writes the session's frames while the socket takes them; closes once the session is over.
-    fileprivate func flushHTTP2(_ mux: H2Mux) {
-        if flushing { mux.flushWanted = true; return }
-        flushing = true
-        defer { flushing = false }
-        while !closed {
-            mux.flushWanted = false
-            // Frames are pulled only while little is waiting for the socket: a client that does not read leaves
-            // response bodies queued with their streams (and their upstreams paused), not here.
-            var drainedAll = true   // nothing was pulled this round, or all of it went out
-            let before = outBuf.readableBytes
-            if before < 64 * 1024 {
-                guard mux.produce(into: outBuf, limit: 64 * 1024) else {
-                    _ = writeWire()
-                    close()
-                    return
-                }
-                drainedAll = outBuf.readableBytes > before
-            }
-            guard writeWire() else { return }
-            if mux.flushWanted || (drainedAll && socketTransport.writable && pendingOutput == 0) { continue }
-            break
-        }
-        if !closed && pendingOutput == 0 && mux.isFinished { close() }
-    }
 }

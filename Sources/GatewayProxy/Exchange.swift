@@ -16,14 +16,8 @@ struct Exchange {
     var upstream: UpstreamConnection? = nil
     /// The upstream request body is re-framed as chunks.
     var requestChunked = false
-    /// The whole request body has been read from the client.
-    var requestDone = false
     var bodyBytes = 0
     var bodyLimit = Int.max
-    var responseStarted = false
-    /// The connection closes after this response.
-    var closeAfter = false
-    var sawRequestBytes = false
     var logged = false
     var startMicros: UInt64 = 0
     var status = 0
@@ -35,8 +29,6 @@ struct Exchange {
     var verdict: Verdict = .none
     /// Why verification did not pass (logged; also the response's reason when enforced).
     var reason: VerificationStatus? = nil
-    /// The replay check is running off the loop: the body waits (unread) until it answers.
-    var awaitingState = false
     /// The request body, read and held rather than forwarded while App Attest or a registration needs it whole.
     var heldBody: HeldBody? = nil
     /// How far the route's verifiers have got (they may suspend for work off the loop).

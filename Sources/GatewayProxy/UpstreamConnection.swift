@@ -23,17 +23,36 @@ enum UpstreamFailure {
     }
 }
 
-/// One TCP connection to an upstream: writes the request the client connection feeds it, parses the response
-/// and hands it back piece by piece. Idle in its pool between exchanges. Loop-confined.
+/// What an upstream connection tells the exchange it serves: the only way it reaches the client's side.
+protocol UpstreamClient: AnyObject {
+    /// A response head (interim ones too).
+    func upstreamResponseHead(_ response: HTTP1ResponseHead)
+    /// Response-body bytes; true when the upstream should stop reading (the client is slow).
+    func upstreamResponseBody(_ bytes: UnsafeRawBufferPointer) -> Bool
+    /// The response is complete; `reusable`: the connection may serve another request.
+    func upstreamResponseEnd(from up: UpstreamConnection, reusable: Bool)
+    /// The exchange failed (502/504, or a cut connection once the response has started).
+    func upstreamFailed(_ failure: UpstreamFailure)
+    /// A pooled connection failed before sending a byte: the request moves to a fresh connection.
+    func retryOnFreshConnection(from old: UpstreamConnection)
+    /// The request buffer drained below the high-water mark: more of the body may come.
+    func upstreamCanTakeMore()
+    /// A read ended: relay what it brought now, not when the next one comes.
+    func upstreamReadEnded()
+}
+
+/// One TCP connection to an upstream: writes the request the exchange feeds it (`sendHead`, `sendBody`,
+/// `sendBodyEnd`), parses the response and hands it back piece by piece (`UpstreamClient`). Idle in its pool
+/// between exchanges. Loop-confined.
 final class UpstreamConnection: LoopHandler {
     /// The socket and, for an `https://` upstream, the TLS session (`inBuf`/`outBuf` are plaintext).
     let transport: SocketTransport
     /// Pools live as long as their worker, longer than any connection.
     unowned(unsafe) let pool: UpstreamPool
     let inBuf = ByteBuffer(capacity: 16 * 1024)
-    let outBuf = ByteBuffer(capacity: 8 * 1024)
+    private let outBuf = ByteBuffer(capacity: 8 * 1024)
     private var parser: HTTP1ResponseParser
-    private(set) var client: DownstreamConnection?
+    private(set) var client: (any UpstreamClient)?
     private var connecting: Bool
     /// Taken from the pool (so it may have been closed by the upstream while idle).
     private(set) var reused = false
@@ -55,7 +74,7 @@ final class UpstreamConnection: LoopHandler {
 
     // MARK: exchange lifecycle
 
-    func attach(client: DownstreamConnection, isHEAD: Bool, reused: Bool) {
+    func attach(client: any UpstreamClient, isHEAD: Bool, reused: Bool) {
         self.client = client
         self.reused = reused
         bytesSent = 0
@@ -135,6 +154,29 @@ final class UpstreamConnection: LoopHandler {
 
     // MARK: writing the request
 
+    /// Request bytes not yet sent (the exchange pauses the client's body above the high-water mark).
+    var unsentRequestBytes: Int { outBuf.readableBytes }
+
+    /// The request head: `write` appends it (sent with the first body bytes, or by `flush`).
+    @inline(__always) func sendHead(_ write: (ByteBuffer) -> Void) { write(outBuf) }
+
+    /// Request-body bytes, as a chunk when the request goes upstream chunked.
+    @inline(__always) func sendBody(_ bytes: UnsafeRawBufferPointer, chunked: Bool) {
+        if chunked { outBuf.appendChunk(bytes) } else { outBuf.append(bytes) }
+    }
+
+    /// The request body is complete (the last chunk when chunked); sends what is buffered.
+    func sendBodyEnd(chunked: Bool) {
+        if chunked { outBuf.appendLastChunk() }
+        flush()
+    }
+
+    /// The retry path: the request `old` could not send moves here.
+    func takeUnsentRequest(from old: UpstreamConnection) {
+        outBuf.append(old.outBuf.readable)
+        old.outBuf.clear()
+    }
+
     /// Writes what `outBuf` holds. A reused connection that fails before its first byte is retried once on a
     /// fresh connection (the only retry: after a byte has left, the upstream may have acted on it).
     func flush() {
@@ -206,7 +248,7 @@ final class UpstreamConnection: LoopHandler {
             switch parser.next(inBuf.readable) {
             case .needMore(let consumed):
                 inBuf.consume(consumed)
-                c.flushOut()   // relay what this read brought now, not when the next one comes
+                c.upstreamReadEnded()
                 return
             case .head(let head, let consumed):
                 inBuf.consume(consumed)

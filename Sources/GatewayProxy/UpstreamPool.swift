@@ -12,7 +12,7 @@ final class UpstreamPool {
     init(target: UpstreamTarget) { self.target = target }
 
     /// A pooled connection if one is idle, else a new one (connecting). Nil when connecting failed at once.
-    func acquire(for client: DownstreamConnection, isHEAD: Bool) -> UpstreamConnection? {
+    func acquire(for client: any UpstreamClient, isHEAD: Bool) -> UpstreamConnection? {
         while let c = idle.popLast() {
             if c.isClosed { continue }
             if worker.loop.now &- c.idleSince >= staleCheckMillis && c.peerClosedWhileIdle() {
@@ -26,7 +26,7 @@ final class UpstreamPool {
     }
 
     /// Always a new connection (the retry path).
-    func connect(for client: DownstreamConnection, isHEAD: Bool) -> UpstreamConnection? {
+    func connect(for client: any UpstreamClient, isHEAD: Bool) -> UpstreamConnection? {
         let result: (socket: Socket, connected: Bool)
         do { result = try Socket.connect(to: target.address) } catch { return nil }
         var tls: TLSSession? = nil

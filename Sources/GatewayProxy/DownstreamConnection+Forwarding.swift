@@ -1,0 +1,199 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import GatewayCore
+import GatewayPosix
+import HTTP1
+import Attestation
+import Observability
+import GatewayCrypto
+import StateStore
+
+extension DownstreamConnection {
+    /// The verifiers have decided: reject (enforce mode), consume limited-use credentials, or forward.
+    func verificationDecided(_ head: HTTP1RequestHead, route: CompiledRoute, plan: Authenticator,
+                             _ decision: VerificationDecision) {
+        noteDecision(route, decision)
+        let unreadBody = !http.requestDone
+        if let status = plan.enforced(decision) {
+            respondLocal(.rejected(status, schemes: head.withHeaderView { plan.schemes(for: decision, headers: $0) }),
+                         close: unreadBody || !head.keepAlive)
+            return
+        }
+        if case .contentLength(let n) = head.framing, n > route.maxBodyBytes {
+            respondLocal(.payloadTooLarge(), close: true)
+            return
+        }
+        switch plan.consumption(for: decision, progress: exchange.progress) {
+        case .nothing:
+            forward(head, route: route, decision: decision)
+        case .refused(let refused):
+            consumed(head, route: route, plan: plan, refused)
+        case .consume(let requests, let owners):
+            consume(head, route: route, plan: plan, decision: decision, requests, verifiers: owners)
+        }
+    }
+
+    /// The access log's and metrics' view of a decision.
+    private func noteDecision(_ route: CompiledRoute, _ decision: VerificationDecision) {
+        exchange.verifierMetric = decision.verifierIndex.map { route.verifierMetricIDs[$0] } ?? -1
+        exchange.verdict = decision.accessLogVerdict
+        exchange.reason = decision.status
+        if case .verifiedUnchecked(_, _, let reason) = decision { exchange.reason = reason }
+    }
+
+    /// Limited use: each credential must be new; all are consumed (atomically each, off the loop) only now that
+    /// every other check has passed. The request goes on only if every one was unseen.
+    private func consume(_ head: HTTP1RequestHead, route: CompiledRoute, plan: Authenticator, decision: VerificationDecision,
+                         _ requests: [ConsumeRequest], verifiers owners: [Int]) {
+        guard let state = gen.runtime.state else {
+            respondLocal(.verifierUnavailable(), close: head.framing != .none || !head.keepAlive)
+            return
+        }
+        let finish: (DownstreamConnection, [Result<Bool, StateStoreError>]) -> Void = { conn, results in
+            conn.consumed(head, route: route, plan: plan, plan.consumed(results, verifiers: owners, decision: decision,
+                                                                        allowWhenUnavailable: state.allowWhenUnavailable))
+        }
+        let now = worker.unixNow()
+        if requests.count == 1, let only = requests.first {
+            // The common case joins the loop's batch of consumes (one SQLite commit for many requests).
+            waitOffLoop()
+            state.consume(namespace: only.namespace, key: only.key, expiresAt: only.expiresAt, now: now,
+                          loop: worker.loop, owner: self) { conn, result in
+                guard conn.backOnLoop() else { return }
+                finish(conn, [result])
+                conn.resumeAfterStateWork()
+            }
+            return
+        }
+        offLoop(state, "consume_all", { store in .success(store.consumeOnce(batch: requests, now: now)) }) { conn, result in
+            switch result {
+            case .success(let results): finish(conn, results)
+            case .failure(let e): finish(conn, Array(repeating: .failure(e), count: requests.count))
+            }
+        }
+    }
+
+    private func consumed(_ head: HTTP1RequestHead, route: CompiledRoute, plan: Authenticator, _ decision: VerificationDecision) {
+        noteDecision(route, decision)
+        if let status = plan.enforced(decision) {
+            respondLocal(.rejected(status, schemes: head.withHeaderView { plan.schemes(for: decision, headers: $0) }),
+                         close: head.framing != .none || !head.keepAlive)
+            return
+        }
+        forward(head, route: route, decision: decision)
+    }
+
+    /// Takes an upstream connection and sends the filtered head (and the verdict headers).
+    func forward(_ head: HTTP1RequestHead, route: CompiledRoute, decision: VerificationDecision?) {
+        if exchange.forwardAuth != nil {
+            answerForwardAuth(route: route, decision: decision)
+            return
+        }
+        let hasBody = head.framing != .none
+        let pool = gen.pools[route.upstreamIndex]
+        guard let up = pool.acquire(for: self, isHEAD: head.methodIs("HEAD")) else {
+            respondLocal(UpstreamFailure.connectFailed.response, close: hasBody || !head.keepAlive)
+            return
+        }
+        exchange.upstream = up
+        exchange.requestChunked = head.framing == .chunked
+        exchange.forwardMicros = MonotonicClock.nowMicros()
+        withRequestID { id in up.sendHead { out in
+            if let plan = route.verification, let decision {
+                let scratch = worker.scratch
+                scratch.clear()
+                plan.appendVerdictHeaders(decision, to: scratch)
+                if case .failed = decision {
+                    // Monitor mode, a policy refused (max_risk_metric): the upstream sees what would have refused it.
+                    Authenticator.append(exchange.progress.refusedFields, to: scratch)
+                }
+                HeaderFilter.appendUpstreamRequestHead(head, basePath: pool.target.basePath, clientAddress: clientAddress,
+                                                       strip: plan.stripTokenHeaders ? plan.tokenHeaders : [],
+                                                       extra: scratch.readable, requestID: id, https: https,
+                                                       target: exchange.canonicalTarget, authority: exchange.authority,
+                                                       trustedPeer: trustedPeer, to: out)
+            } else {
+                HeaderFilter.appendUpstreamRequestHead(head, basePath: pool.target.basePath, clientAddress: clientAddress,
+                                                       requestID: id, https: https, target: exchange.canonicalTarget,
+                                                       authority: exchange.authority, trustedPeer: trustedPeer, to: out)
+            }
+        } }
+        if let held = exchange.heldBody {
+            // The body was read to verify it: send it now, in the framing the upstream was told.
+            exchange.heldBody = nil
+            defer { held.dropBytes(); exchange.forwardedHeldBody = held }
+            held.bytes.withUnsafeBytes { up.sendBody($0, chunked: exchange.requestChunked) }
+            deadline = 0
+            up.sendBodyEnd(chunked: exchange.requestChunked)
+            return
+        }
+        if hasBody {
+            sendContinueIfExpected(head)
+            setDeadline(worker.loop.now + worker.idleTimeout)
+        } else {
+            deadline = 0
+        }
+        // The head goes out with the first body bytes (or alone) when processing of this read ends.
+        if !hasBody { up.flush() }
+    }
+
+    /// We answer 100-continue ourselves (Expect is not forwarded), once the gateway wants the body.
+    func sendContinueIfExpected(_ head: HTTP1RequestHead) {
+        guard sink.sendContinue(request: head) else { return }
+        exchange.outMark = sink.bytesOut
+        flushOut()
+    }
+
+    /// Sends request-body bytes on, re-framed as a chunk when the request was chunked.
+    func forwardBody(_ bytes: UnsafeRawBufferPointer) {
+        exchange.bodyBytes += bytes.count
+        if exchange.bodyBytes > exchange.bodyLimit {
+            if http.responseStarted {
+                close()
+            } else {
+                abortUpstream()
+                respondLocal(.payloadTooLarge(), close: true)
+            }
+            return
+        }
+        if let held = exchange.heldBody {
+            guard held.append(bytes) else {
+                // Over the process-wide budget for held bodies: refuse this one rather than run out of memory.
+                abortUpstream()
+                respondLocal(.overloaded(), close: true)
+                return
+            }
+            return
+        }
+        guard let up = exchange.upstream else { return }
+        up.sendBody(bytes, chunked: exchange.requestChunked)
+        if up.unsentRequestBytes >= 64 * 1024 {
+            up.flush()
+            if up.unsentRequestBytes >= worker.highWater { http.pauseBody(true) }
+        }
+    }
+
+    /// The upstream drained its write buffer below the high-water mark: read the client again.
+    func upstreamCanTakeMore() {
+        guard http.bodyPaused else { return }
+        http.pauseBody(false)
+        process()
+        if readable { readLoop() }
+    }
+
+    /// A pooled connection failed before sending a byte: move the request to a fresh connection.
+    func retryOnFreshConnection(from old: UpstreamConnection) {
+        guard let head = exchange.head else { return }
+        let pool = old.pool
+        guard let fresh = pool.connect(for: self, isHEAD: head.methodIs("HEAD")) else {
+            exchange.upstream = nil
+            upstreamFailed(.connectFailed)
+            return
+        }
+        fresh.takeUnsentRequest(from: old)
+        exchange.upstream = fresh
+        fresh.flush()
+    }
+
+}

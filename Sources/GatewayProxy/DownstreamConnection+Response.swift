@@ -1,0 +1,159 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import GatewayCore
+import GatewayPosix
+import HTTP1
+import Attestation
+import Observability
+import GatewayCrypto
+import StateStore
+
+extension DownstreamConnection {
+    // MARK: the response
+
+    func upstreamResponseHead(_ response: HTTP1ResponseHead) {
+        guard let head = exchange.head else { return }
+        if response.status < 200 {
+            sink.sendInterim(response, request: head)
+            return
+        }
+        exchange.status = response.status
+        exchange.upstreamStatus = response.status
+        http.responseBegan()
+        if let up = exchange.upstream {
+            worker.metrics.upstreamResponse(upstream: up.pool.target.metricID, micros: MonotonicClock.nowMicros() &- exchange.forwardMicros)
+        }
+        if !head.keepAlive || worker.draining { http.closeAfterResponse() }
+        var closeAfter = http.closeAfter
+        sink.sendHead(response, request: head, closeAfter: &closeAfter)
+        if closeAfter { http.closeAfterResponse() }
+    }
+
+    /// Relays response-body bytes; returns true when the upstream should pause (the client is slow).
+    func upstreamReadEnded() { flushOut() }
+
+    func upstreamResponseBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        sink.sendBody(bytes)
+        if outBuf.readableBytes >= 64 * 1024 {
+            flushOut()
+            if closed { return true }
+        }
+        // (An HTTP/2 stream's body goes to its queue at once, so the queue is what fills up.)
+        return pendingOutput >= worker.highWater
+    }
+
+    func upstreamResponseEnd(from up: UpstreamConnection, reusable: Bool) {
+        sink.sendEnd()
+        exchange.upstream = nil
+        if !http.requestDone { http.closeAfterResponse() }   // the rest of the body is still on the wire
+        up.pool.release(up, reusable: reusable && http.requestDone)
+        finishExchange()
+        continueWithBufferedRequests()
+    }
+
+    /// After an exchange ended from the upstream's side: serve pipelined requests already buffered, then read on.
+    private func continueWithBufferedRequests() {
+        guard !closed, http.phase == .awaitingHead else { return }
+        process()
+        if readable && !closed { readLoop() }
+    }
+
+    func upstreamFailed(_ failure: UpstreamFailure) {
+        exchange.upstream = nil
+        if http.responseStarted {
+            // Part of the response is out: the only honest signal left is to cut the connection.
+            close()
+            return
+        }
+        respondLocal(failure.response, close: !http.requestDone || http.closeAfter)
+        continueWithBufferedRequests()
+    }
+
+    // MARK: finishing
+
+    /// Writes a gateway-made response and finishes the exchange.
+    func respondLocal(_ response: LocalResponse, close closeConnection: Bool) {
+        // HEAD: the answer has no content (RFC 9110 9.3.2); a body would be read as the next response's start.
+        var response = response; response.headOnly = exchange.head?.methodIs("HEAD") ?? false
+        if exchange.head == nil { exchange.startMicros = MonotonicClock.nowMicros() }
+        exchange.outMark = sink.bytesOut
+        let close = closeConnection || http.closeAfter || (exchange.head.map { !$0.keepAlive } ?? true) || worker.draining
+        if close { http.closeAfterResponse() }
+        exchange.status = response.status
+        sink.sendLocal(response, request: exchange.head, close: close, date: worker.httpDate.value(at: worker.unixNow()))
+        finishExchange()
+    }
+
+    /// Logs the exchange, then closes or gets ready for the next request (which may already be buffered).
+    private func finishExchange() {
+        logExchange(status: exchange.status)
+        if worker.draining { http.closeAfterResponse() }
+        switch http.exchangeEnded(buffered: !inBuf.isEmpty) {
+        case .close:
+            flushOut()
+            if !closed { arm(.idle) }   // the client has idle_timeout to take the rest
+        case .nextRequest(let next):
+            flushOut()
+            if closed { return }
+            exchange = Exchange()
+            arm(next)
+        }
+    }
+
+    func logExchange(status: Int) {
+        exchange.logged = true
+        let metrics = worker.metrics
+        metrics.request(route: exchange.routeIndex >= 0 ? gen.routes[exchange.routeIndex].metricID : Self.noRouteMetric,
+                        status: status)
+        if exchange.verdict != .none {
+            let outcome: VerificationKey.Outcome = switch exchange.verdict {
+            case .verified: .verified
+            case .absent: .absent
+            default: .failed
+            }
+            metrics.verification(VerificationKey.make(
+                verifier: exchange.verifierMetric >= 0 ? exchange.verifierMetric : Self.noRouteMetric, outcome: outcome,
+                reason: exchange.reason?.metricIndex ?? 0xFF))
+        }
+        let log = worker.accessLog
+        guard log.enabled else { return }
+        let routeName: [UInt8] = exchange.routeIndex >= 0 ? gen.routes[exchange.routeIndex].jsonName : Array("null".utf8)
+        let bytesOut = sink.bytesOut - exchange.outMark
+        let verdict = exchange.verdict.text
+        if let original = exchange.forwardAuth {   // forward-auth: the original request's line, not the call's
+            logForwardAuthCheck(original, log: log, route: routeName, status: status, bytesOut: bytesOut, verdict: verdict)
+            return
+        }
+        withRequestID { id in
+            if let head = exchange.head {
+                // The path as routed (canonical), so the log says what was judged and forwarded.
+                head.bytes.withUnsafeBytes { raw in
+                    Self.withRoutingPath(canonical: exchange.canonicalTarget, head, raw) { path in
+                        log.record(time: exchange.startMicros, route: routeName,
+                                   method: UnsafeRawBufferPointer(rebasing: raw[head.method]),
+                                   path: path,
+                                   status: status, upstreamStatus: exchange.upstreamStatus, bytesIn: exchange.bytesIn,
+                                   bytesOut: bytesOut, verdict: verdict, reason: exchange.reason?.code, requestID: id,
+                                   protocol: stream != nil ? "HTTP/2" : head.version == .http10 ? "HTTP/1.0" : "HTTP/1.1")
+                    }
+                }
+            } else {
+                let dash: StaticString = "-"
+                log.record(time: exchange.startMicros, route: routeName,
+                           method: UnsafeRawBufferPointer(start: dash.utf8Start, count: 1),
+                           path: UnsafeRawBufferPointer(start: dash.utf8Start, count: 1),
+                           status: status, upstreamStatus: 0, bytesIn: exchange.bytesIn, bytesOut: bytesOut, verdict: verdict,
+                           reason: nil)
+            }
+        }
+    }
+}
+
+extension DownstreamConnection {
+    /// The configuration of the request in progress (the current one between requests).
+    var gen: LoopGeneration { exchange.generation ?? worker.current }
+
+    /// The label for "no route" and "no verifier decided".
+    static let noRouteMetric = MetricNames.shared.id("-")
+}
