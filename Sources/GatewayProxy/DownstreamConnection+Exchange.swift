@@ -190,7 +190,7 @@ extension DownstreamConnection {
         exchange.bodyLimit = route.maxBodyBytes
         if route.requiresVerification {
             guard let plan = route.verification else {
-                // A verifier type that has not landed yet: refuse rather than forward unverified.
+                // A verifier the route names that the runtime does not have: refuse rather than forward unverified.
                 respondLocal(.verifierUnavailable(), close: hasBody || !head.keepAlive)
                 return
             }
