@@ -1,271 +1,354 @@
-"""One bench run's peers and rows: the nginx upstream and redis-server on core 1, each proxy under test on core 0 (a
-Proxy from one of Lab's starters; the limited-use and App Attest ones start again on fresh state before each measured
-run), and each row: the proxy it loads, its load, and what must hold after each of its measured runs."""
+"""One bench run's peers, sanity checks and rows: the nginx upstream and redis-server on core 1, each proxy under test
+on core 0 (a Proxy; with BENCH_BASELINE_BIN every gateway has a twin `<name>@base` on that binary), and each row: the
+proxy it loads, its load, and what must hold after each of its measured runs."""
 
 from __future__ import annotations
 
 import itertools
+import json
+import os
 import sqlite3
 import subprocess
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
+import apple_fakes
+import harness as H
 import peers as P
-from material import AppAttest, Tokens, register_device
-from peers import Proxy, free_ports, start_gateway, start_haproxy, start_nginx, start_redis
-from load import H2Load, Run, WrkLoad, WrkRun, measure_h2, measure_wrk
-from settings import HERE, Settings, die, loud
-
-PORT_NAMES = ("upstream", "nginx", "gateway", "rs256", "haproxy", "lu-sqlite", "lu-redis", "redis", "aa",
-              "h2-gateway", "h2-gateway-tls", "h2-nginx", "h2-nginx-tls")
+import upstreams as U
+from load import H2Load, Run, WrkLoad, measure
+from material import AppAttest
+from mint_tokens import mint
+from peers import Proxy
+from settings import AA_BUNDLE, AA_REG, AA_TEAM, HERE, PROJECT_NUMBER, Settings, loud
 
 
 class Lab:
-    def __init__(self, s: Settings, tmp: Path, tokens: Tokens | None, aa: AppAttest | None,
-                 tls: tuple[Path, Path] | None):
-        self.s, self.tmp, self.tokens, self.aa, self.tls = s, tmp, tokens, aa, tls
-        self.ports = dict(zip(PORT_NAMES, free_ports(len(PORT_NAMES))))
-        self.proxies: dict[str, Proxy] = {}
-        self.others: list = []                     # the upstream, redis-server
-        self.lu_seq = itertools.count(1)
-        self.aa_db: Path | None = None
+    def __init__(self, s: Settings, tmp: Path):
+        self.s, self.tmp, self.tokens = s, tmp, mint(tmp / "tokens", s.tokens, s.lu_warm) if s.rs256 else None
+        self.aa = AppAttest(s, tmp) if s.aa else None
+        tls = apple_fakes.make_tls(tmp / "tls") if s.h2_tls else None   # a P-256 leaf of the e2e test CA
+        self.tls = (tls.cert, tls.key) if tls else None
+        self.ports, self.proxies, self.skips = iter(P.free_ports(24)), {}, {}   # skips: row -> why it is not run
+        self.seq, self.upstream, self.redis = itertools.count(1), None, None
 
     def close(self) -> None:
-        """Kills every process it started (each by its process group)."""
-        for process in [*self.proxies.values(), *self.others]:
-            process.kill()
+        for process in [*self.proxies.values(), self.upstream, self.redis]:
+            if process is not None:
+                process.kill()
 
-    def start(self, name: str, starter, tag: str = "start") -> None:
-        self.proxies[name] = Proxy(name, starter)
-        self.proxies[name].start(tag)
-
-    def start_all(self) -> None:
-        s, up = self.s, self.ports["upstream"]
-        self.temp_paths = P.nginx_temp_paths(s.nginx, self.tmp)
-        self.upstream = self.nginx("upstream", "upstream", [str(up)], P.UPSTREAM, 1, upstream=None)
-        self.others.append(self.upstream)
-        self.start("nginx", lambda tag: self.nginx("nginx proxy", "nginxproxy", [str(self.ports["nginx"])], P.PROXY))
-        self.start("attest-gateway", lambda tag: self.gateway("gateway", "gateway"))
-        if s.rs256:
-            self.start("gw-rs256", lambda tag: self.gateway("gateway-rs256", "rs256", verifiers=self.app_check()))
-            self.start("haproxy", self.haproxy)
-        if s.h2:
-            self.start("nginx-h2", self.h2_nginx)
-            self.start("gw-h2", self.h2_gateway)
+    def start(self) -> None:
+        s, gw, self.up = self.s, self.gateway, next(self.ports)
+        self.upstream = self.nginx("upstream", [str(self.up)], P.UPSTREAM, core=1, upstream=False)
         if s.lu:
-            self.redis = start_redis(s.redis, self.tmp / "redis", self.ports["redis"])
-            self.others.append(self.redis)
-            self.start("gw-lu-sqlite", self.lu_sqlite_gateway, "sanity")
-            self.start("gw-lu-redis", self.lu_redis_gateway, "sanity")
+            with P.pinned(1):
+                self.redis = H.RedisServer(self.tmp / "redis", port=next(self.ports), binary=s.redis)
+        fb = {"fb": {"type": "app_check", "project_number": PROJECT_NUMBER, "project_id": "demo-project",
+                     "jwks_file": str(self.tokens.dir / "jwks.json")}} if s.rs256 else {}
+        self.add("nginx", lambda p, tag: self.nginx(p.name, [str(p.ports[0])], P.PROXY), gateway=False)
+        self.add("attest-gateway", lambda p, tag: gw(p))
+        if s.rs256:
+            self.add("gw-rs256", lambda p, tag: gw(p, verifiers=fb))
+            self.add("haproxy", self.haproxy, gateway=False)
+        if s.h2:
+            self.add("nginx-h2", self.h2_nginx, ports=1 + bool(self.tls), gateway=False)
+            self.add("gw-h2", self.h2_gateway, ports=1 + bool(self.tls))
+        if s.lu:
+            self.add("gw-lu-sqlite", lambda p, tag: gw(p, verifiers=fb, state=self.fresh_sqlite(p, tag),
+                                                       limited_use=True), fresh=True)
+            self.add("gw-lu-redis", lambda p, tag: gw(p, verifiers=fb, state=self.fresh_redis(tag), limited_use=True),
+                     fresh=True)
         if s.aa:
-            self.start("gw-appattest-sqlite", self.aa_gateway, "sanity")
+            self.add("gw-appattest-sqlite", self.aa_gateway, fresh=True)
 
-    def nginx(self, name: str, workdir: str, listens: list[str], location: str, core: int = 0, **conf):
-        """nginx (the upstream on core 1, a proxy_pass on core 0), ready once each listen's port accepts."""
-        conf.setdefault("upstream", self.ports["upstream"])
-        text = P.nginx_conf(self.tmp / workdir, self.temp_paths, listens, location, **conf)
-        return start_nginx(name, self.s.nginx, self.tmp / workdir, text, core, [int(l.split()[0]) for l in listens])
+    def add(self, name: str, starter, ports: int = 1, gateway: bool = True, fresh: bool = False) -> None:
+        """Starts a proxy and, with BENCH_BASELINE_BIN, a gateway's twin on the baseline binary."""
+        s, twins = self.s, [("", self.s.gateway, self.s.dev)]
+        if gateway and s.base:
+            twins.append(("@base", s.base, s.base_dev))
+        for suffix, binary, dev in twins:
+            proxy = Proxy(name + suffix, starter, [next(self.ports) for _ in range(ports)], binary if gateway else "",
+                          dev, fresh, base=bool(suffix))
+            self.proxies[proxy.name] = proxy
+            proxy.start("sanity" if fresh else "start")
 
-    def h2_nginx(self, tag: str):
+    def nginx(self, name: str, listens: list[str], location: str, core: int = 0, upstream: bool = True,
+              **conf) -> P.Proc:
+        workdir = self.tmp / name
+        args = ["-e", str(workdir / "err.log"), "-p", str(workdir), "-c", str(workdir / "nginx.conf")]
+        text = P.nginx_conf(self.s.nginx, workdir, listens, location, self.up if upstream else None, **conf)
+        return P.Proc(workdir / "nginx.conf", text, [self.s.nginx, *args], [self.s.nginx, "-t", "-q", *args], core,
+                      [int(listen.split()[0]) for listen in listens], workdir / "err.log")
+
+    def h2_nginx(self, proxy: Proxy, tag: str) -> P.Proc:
         """keepalive_requests also bounds the streams of one HTTP/2 connection in 1.22: raised so that no connection
         is closed within a run."""
-        p = self.ports
-        listens = [f"{p['h2-nginx']} http2"] + ([f"{p['h2-nginx-tls']} ssl http2"] if self.tls else [])
-        return self.nginx("nginx h2", "nginxh2", listens, P.PROXY, keepalive=100000000, tls=self.tls)
+        listens = [f"{proxy.ports[0]} http2"] + ([f"{proxy.ports[1]} ssl http2"] if self.tls else [])
+        return self.nginx(proxy.name, listens, P.PROXY, keepalive=100000000, tls=self.tls)
 
-    def haproxy(self, tag: str):
-        cfg = P.haproxy_cfg(self.ports["haproxy"], self.ports["upstream"], self.tokens.dir / "public.pem")
-        return start_haproxy(self.s.haproxy, self.tmp / "haproxy", cfg, self.ports["haproxy"])
+    def haproxy(self, proxy: Proxy, tag: str) -> P.Proc:
+        cfg, haproxy = self.tmp / proxy.name / "haproxy.cfg", self.s.haproxy
+        text = P.haproxy_cfg(proxy.ports[0], self.up, self.tokens.dir / "public.pem")
+        return P.Proc(cfg, text, [haproxy, "-db", "-f", str(cfg)], [haproxy, "-c", "-q", "-f", str(cfg)], 0,
+                      proxy.ports, cfg.parent / "stdout.log")
 
-    def app_check(self) -> dict:
-        return P.app_check_verifier(self.tokens.dir / "jwks.json")
+    def gateway(self, proxy: Proxy, listeners: list[dict] | None = None, verifiers: dict | None = None,
+                state: dict | None = None, limited_use: bool = False) -> H.Gateway:
+        """`serve --workers 1` on core 0, its access log into /dev/null; one route `bench` (path_prefix /) to
+        upstream `api` (256 idle connections), verified by every verifier."""
+        route = {"name": "bench", "match": {"path_prefix": "/"}, "upstream": "api", "verify": list(verifiers or {})}
+        cfg = {"version": 1, "listeners": listeners or [{"address": f"127.0.0.1:{proxy.ports[0]}"}],
+               "state": state or {"backend": "memory"}, "verifiers": verifiers,
+               "upstreams": {"api": {"url": f"http://127.0.0.1:{self.up}", "max_idle_connections": 256}},
+               "routes": [{**route, "limited_use": True} if limited_use else route]}
+        workdir = self.tmp / proxy.name
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "stdout.log").unlink(missing_ok=True)
+        (workdir / "stdout.log").symlink_to(os.devnull)   # the path the harness opens for the gateway's stdout
+        with P.pinned(0):
+            gw = H.Gateway(proxy.binary, H.yaml_dump({k: v for k, v in cfg.items() if v}) + "\n", workdir, workers=1)
+        try:   # the harness waits for the first listener only
+            for port in proxy.ports[1:]:
+                H.wait_listening(port, gw.proc, 10.0, "attest-gateway serve")
+        except RuntimeError as e:
+            gw.kill()
+            raise RuntimeError(f"{e}\n{P.tail(gw.stderr_path)}") from None
+        return gw
 
-    def gateway(self, workdir: str, port: str, **cfg):
-        config = P.gateway_yaml([{"address": f"127.0.0.1:{self.ports[port]}"}], self.ports["upstream"], **cfg)
-        return start_gateway(self.s.gateway, self.tmp / workdir, config)
-
-    def h2_gateway(self, tag: str):
+    def h2_gateway(self, proxy: Proxy, tag: str) -> H.Gateway:
         """The plain config on an `http2: true` listener (h2c) and, with TLS, a second one with `tls:` (ALPN h2)."""
-        listeners = [{"name": "h2c", "address": f"127.0.0.1:{self.ports['h2-gateway']}", "http2": True}]
+        listeners = [{"name": "h2c", "address": f"127.0.0.1:{proxy.ports[0]}", "http2": True}]
         if self.tls:
-            listeners.append({"name": "h2-tls", "address": f"127.0.0.1:{self.ports['h2-gateway-tls']}", "http2": True,
+            listeners.append({"name": "h2-tls", "address": f"127.0.0.1:{proxy.ports[1]}", "http2": True,
                               "tls": {"certificate": str(self.tls[0]), "private_key": str(self.tls[1])}})
-        return start_gateway(self.s.gateway, self.tmp / "gateway-h2", P.gateway_yaml(listeners, self.ports["upstream"]),
-                             (self.ports["h2-gateway-tls"],) if self.tls else ())
+        return self.gateway(proxy, listeners)
 
-    def fresh_sqlite(self, workdir: Path, tag: str) -> dict:
-        """A state file nobody has seen: the previous ones deleted."""
+    def fresh_sqlite(self, proxy: Proxy, tag: str) -> dict:
+        workdir = self.tmp / proxy.name
         workdir.mkdir(parents=True, exist_ok=True)
         for old in workdir.glob("state-*.db*"):
             old.unlink()
         return {"backend": "sqlite", "path": str(workdir / f"state-{tag}.db")}
 
-    def lu_sqlite_gateway(self, tag: str):
-        state = self.fresh_sqlite(self.tmp / "lu", tag)
-        return self.gateway("lu/sqlite", "lu-sqlite", verifiers=self.app_check(), state=state, limited_use=True)
+    def fresh_redis(self, tag: str) -> dict:
+        self.redis.command("FLUSHALL", timeout=10)
+        return {"backend": "redis", "url": self.redis.url, "key_prefix": f"bench-{tag}-{next(self.seq)}:"}
 
-    def lu_redis_gateway(self, tag: str):
-        """On a flushed redis, with a key_prefix never used before."""
-        flushed = subprocess.run([self.s.redis_cli, "-p", str(self.ports["redis"]), "FLUSHALL"], capture_output=True,
-                                 text=True, timeout=10)
-        if flushed.stdout.strip() != "OK":
-            die(f"redis-cli FLUSHALL failed: {flushed.stdout}{flushed.stderr}")
-        state = {"backend": "redis", "url": f"redis://127.0.0.1:{self.ports['redis']}/0",
-                 "key_prefix": f"bench-{tag}-{next(self.lu_seq)}:"}
-        return self.gateway("lu/redis", "lu-redis", verifiers=self.app_check(), state=state, limited_use=True)
-
-    def aa_gateway(self, tag: str):
+    def aa_gateway(self, proxy: Proxy, tag: str) -> H.Gateway:
         """On a new SQLite file, so no counter is known to it, with each device's key registered again (the sanity
-        device for the sanity check, every wrk device before a measured run)."""
-        state = self.fresh_sqlite(self.tmp / "aa" / "gateway", tag)
-        self.aa_db = Path(state["path"])
-        gw = self.gateway("aa/gateway", "aa", verifiers=P.app_attest_verifier(self.aa.root), state=state)
+        device for the sanity check, every wrk device before a measured run) by the proxy's own dev tools."""
+        aa = {"aa": {"type": "app_attest", "team_id": AA_TEAM, "bundle_ids": [AA_BUNDLE], "root_ca": str(self.aa.root),
+                     "binding": "request", "max_skew": "24h", "registration_path": AA_REG}}
+        gw = self.gateway(proxy, verifiers=aa, state=self.fresh_sqlite(proxy, tag))
         try:
             for device in [self.aa.sanity] if tag == "sanity" else self.aa.devices:
-                register_device(self.aa, device, self.ports["aa"])
+                self.aa.register(proxy.dev, device, proxy.ports[0])
         except BaseException:
             gw.kill()
             raise
         return gw
 
+    def sanity(self) -> None:
+        """Before measuring: each proxy must return the upstream's 200 + body (over HTTP/2 where a row asks for it),
+        and each verifying one must refuse what it should."""
+        s, t = self.s, self.tokens
+        sections = [("", ["nginx", "attest-gateway"], [("", [], "200")])]
+        if s.h2:
+            sections.append(("HTTP/2 (nghttp; h2c = prior knowledge, TLS = ALPN h2)", ["nginx-h2", "gw-h2"], None))
+        if s.rs256:
+            sections.append(("RS256 tokens", ["gw-rs256", "haproxy"], [
+                ("valid repeated token", token(t.repeated), "200"),
+                ("valid distinct token", token(t.first_distinct), "200"),
+                ("bad signature", token(t.bad), "401"), ("no token", [], "401")]))
+        if s.lu:
+            sections.append(("limited use", ["gw-lu-sqlite", "gw-lu-redis"], [
+                ("fresh token", token(t.lu_fresh), "200"),
+                ("same token again", token(t.lu_fresh), "401 token_replayed"),
+                ("token without jti", token(t.repeated), "401 missing_jti")]))   # repeated.jwt has no jti
+        if s.aa:
+            first, second = self.aa.headers(self.aa.sanity)
+            sections.append(("app attest", ["gw-appattest-sqlite"], [
+                ("counter 2", second, "200"), ("counter 2 again", second, "401 counter_not_increasing"),
+                ("counter 1 after it", first, "401 counter_not_increasing"),
+                ("no assertion", [], "401 missing_token")]))
+        for what, names, probes in sections:
+            if what:
+                must = f" (must be: {', '.join(f'{label} {want}' for label, _, want in probes)})" if probes else ""
+                print(f"sanity, {what}{must}:")
+            for proxy in [self.proxies.get(n + sfx) for n in names for sfx in ("", "@base")]:
+                try:
+                    if proxy and not proxy.broken:
+                        self.check_h2(proxy) if probes is None else check_answers(proxy, probes)
+                except RuntimeError as e:
+                    proxy.fail(str(e))
+            if what:
+                print()
+
+    def check_h2(self, proxy: Proxy) -> None:
+        """nginx must answer over HTTP/2; a gateway that does not (a build from before it) has its rows skipped."""
+        urls = {"h2c": f"http://127.0.0.1:{proxy.ports[0]}/bench"}
+        urls.update({"h2-tls": f"https://127.0.0.1:{proxy.ports[1]}/bench"} if self.tls else {})
+        if proxy.binary:
+            check_answers(proxy, [("", [], "200")])   # the http2 listener still takes HTTP/1.1
+        for kind, url in urls.items():
+            sfx, rows = "@base" * proxy.base, ["gw-h2c", "gw-h2c-mux"] if kind == "h2c" else ["gw-h2-tls"]
+            if h2_answers(("gw-" if proxy.binary else "nginx-") + kind + sfx, url):
+                continue
+            if not proxy.binary:
+                raise RuntimeError(f"nginx does not proxy {kind} (nginx built without http_v2?)")
+            loud(f"attest-gateway ({proxy.binary}) does not answer {kind} on its http2: true listener (a build from "
+                 f"before HTTP/2?): {', '.join(rows)} SKIPPED")
+            self.skips.update({row + sfx: f"gateway did not answer {kind} (sanity)" for row in rows})
+
+    def rows(self) -> list[Row]:
+        """Every row in order, each gateway row followed by its baseline twin."""
+        s, p, c, mc, ms = self.s, self.proxies, self.s.conns, self.s.mux_conns, self.s.mux_streams
+        plain = WrkLoad(c)
+        rows = [Row("nginx", p["nginx"], plain, plain), Row("attest-gateway", p["attest-gateway"], plain, plain)]
+        if s.rs256:
+            distinct = (self.tokens_load("distinct", "0.5"), self.tokens_load("distinct", "0"))
+            repeated = WrkLoad(c, header=f"X-Firebase-AppCheck: {self.tokens.repeated}")
+            rows += [Row("gw-rs256-distinct", p["gw-rs256"], *distinct, tokens=True),
+                     Row("gw-rs256-repeated", p["gw-rs256"], repeated, repeated),
+                     Row("haproxy-distinct", p["haproxy"], *distinct, tokens=True),
+                     Row("haproxy-repeated", p["haproxy"], repeated, repeated)]
+        if s.lu:
+            lu = (self.tokens_load("lu-warmup", "0"), self.tokens_load("distinct", "0"))
+            replay = "in a limited-use run: a REPLAY slipped in, or the store failed"
+            rows += [Row("gw-lu-sqlite", p["gw-lu-sqlite"], *lu, tokens=True, refused=replay),
+                     Row("gw-lu-redis", p["gw-lu-redis"], *lu, side=True, tokens=True, refused=replay)]
+        if s.aa:
+            w, r, n = s.aa_per_warm, s.aa_per_run, s.aa_devices
+            aa = [WrkLoad(n, threads=n, script=HERE / "appattest.lua", env=(   # thread k = device k, 1 connection
+                ("BENCH_AA_DIR", str(self.aa.dir)), ("BENCH_AA_FIRST", str(lo)), ("BENCH_AA_LAST", str(hi))))
+                for lo, hi in ((1, w), (w + 1, w + r))]
+            rows.append(Row("gw-appattest-sqlite", p["gw-appattest-sqlite"], *aa, check=app_attest_check,
+                            refused="(INVALID): a counter replayed or out of order, or the store failed"))
+        h2 = [("gw-h1-h2load", "attest-gateway", "h1", c, 1), ("gw-h2c", "gw-h2", "h2c", c, 1),
+              ("nginx-h2c", "nginx-h2", "h2c", c, 1), ("gw-h2c-mux", "gw-h2", "mux", mc, ms),
+              ("nginx-h2c-mux", "nginx-h2", "mux", mc, ms)] if s.h2 else []
+        if s.h2_tls:
+            h2 += [("gw-h2-tls", "gw-h2", "tls", c, 1), ("nginx-h2-tls", "nginx-h2", "tls", c, 1)]
+        for name, proxy, kind, conns, streams in h2:
+            desc = {"h1": "--h1", "tls": "h2 TLS"}.get(kind, "h2c") + f" -c{conns} -m{streams}"
+            rows.append(Row(name, p[proxy], H2Load(kind, conns, streams), H2Load(kind, conns, streams), h2=desc,
+                            port=int(kind == "tls")))
+        twins = []
+        for row in rows:
+            base = p.get(row.proxy.name + "@base")
+            twins += [row] + ([replace(row, name=row.name + "@base", proxy=base)] if base else [])
+        return [replace(row, skip=self.skips.get(row.name, "")) for row in twins]
+
+    def tokens_load(self, tokens: str, start: str) -> WrkLoad:
+        """tokens.lua: the next token of a list in every request, from `start` (a fraction of the list) on."""
+        return WrkLoad(self.s.conns, script=HERE / "tokens.lua", env=(
+            ("BENCH_TOKEN_FILE", str(self.tokens.dir / f"{tokens}.jwt")), ("BENCH_TOKEN_START", start),
+            ("BENCH_WRK_THREADS", "1")))
+
+    def run(self, row: Row, round_no: int) -> Run:
+        if not row.proxy.ready(f"r{round_no}"):
+            return Run(errors=[f"baseline not running: {row.proxy.broken}"])
+        label = f"{row.name} round {round_no}"
+        run = measure(label, row.proxy, row.proxy.ports[row.port], row.warm, row.load, self.s,
+                      self.redis.proc.pid if row.side else None)
+        if "rps" not in run.fig:
+            return run
+        if row.tokens and (wraps := run.fig["wraps"]):   # reported, not invalid: the cache could not hold them anyway
+            run.notes.append(f"token list wrapped {wraps}x (raise BENCH_TOKENS)")
+            print(f"bench: {label}: the {self.s.tokens}-token list wrapped {wraps} time(s): tokens recurred (the "
+                  "gateway's 10 000-entry LRU cannot hold them; raise BENCH_TOKENS for strictly distinct)")
+        if row.refused and (n := next((e.split()[1] for e in run.errors if e.startswith("non-2xx")), None)):
+            loud(f"{label}: {n} requests were REFUSED {row.refused} (see its stderr at the end)")
+        if row.check:
+            row.check(self, row, label, run)
+        return run
+
 
 @dataclass(frozen=True)
 class Row:
     name: str
-    proxy: str                                  # in Lab.proxies
-    port: int = 0
-    wrk: tuple[WrkLoad, WrkLoad] | None = None  # (warm-up, measured run)
-    h2: H2Load | None = None
-    h2_desc: str = ""                           # the h2load column of the HTTP/2 table
-    skip: str = ""                              # why an HTTP/2 row is not run
-    fresh: bool = False                         # its proxy starts again on fresh state before each measured run
-    side_pid: int | None = None                 # redis-server: its own CPU µs/req
-    check: Callable[[str, WrkRun, Lab], None] | None = None
+    proxy: Proxy
+    warm: WrkLoad | H2Load
+    load: WrkLoad | H2Load                  # the measured run's
+    h2: str = ""                            # an HTTP/2 row: its h2load column
+    port: int = 0                           # which of the proxy's ports
+    side: bool = False                      # redis-server's CPU µs/req too
+    tokens: bool = False                    # a token list: its wrap-arounds are noted
+    refused: str = ""                       # what non-2xx answers mean here
+    skip: str = ""                          # why it is not run
+    check: Callable[[Lab, Row, str, Run], None] | None = None
 
 
-def tokens_load(lab: Lab, tokens: Path, start: str) -> WrkLoad:
-    """tokens.lua: the next token of the file in every request, from `start` (a fraction of the list) on."""
-    return WrkLoad(lab.s.conns, script=HERE / "tokens.lua", env=(
-        ("BENCH_TOKEN_FILE", str(tokens)), ("BENCH_TOKEN_START", start), ("BENCH_WRK_THREADS", "1")))
+def token(value: str | None) -> list[tuple[str, str]]:
+    return [("X-Firebase-AppCheck", value)] if value else []
 
 
-def assertions_load(lab: Lab, first: int, last: int) -> WrkLoad:
-    """appattest.lua: thread k = device k on one connection, lines first..last of its list."""
-    n = lab.s.aa_devices
-    return WrkLoad(n, threads=n, script=HERE / "appattest.lua", env=(
-        ("BENCH_AA_DIR", str(lab.aa.dir)), ("BENCH_AA_FIRST", str(first)), ("BENCH_AA_LAST", str(last))))
+def check_answers(proxy: Proxy, probes: list[tuple[str, list, str]]) -> None:
+    """GET /bench with each probe's header fields on a new connection: "200" must be the upstream's 200 + body, any
+    other answer is compared (and printed) as written: a status, or a status and the reason of a local JSON answer."""
+    port, got, wrong = proxy.ports[0], [], []
+    for label, headers, want in probes:
+        try:
+            r = U.one_shot(port, H.http_get("/bench", [*headers, ("Connection", "close")], "127.0.0.1"), timeout=5)
+        except (OSError, ValueError, EOFError):
+            r = None
+        try:
+            reason = json.loads(r.body).get("reason")
+        except (AttributeError, TypeError, ValueError):
+            reason = None
+        if want == "200" and (r is None or r.status != 200 or P.BODY_MARK not in (r.body or b"")):
+            loud(f"sanity request through {proxy.name} (127.0.0.1:{port}) did not return the upstream's 200 + body")
+            print((r.raw_head + (r.body or b""))[:2000].decode("latin-1") if r else "(no answer)")
+            raise RuntimeError("does not proxy correctly")
+        status = "none" if r is None else str(r.status)
+        answer = f"{status} {reason or '-'}" if " " in want else status
+        got.append(f"{label} {answer}")
+        wrong += [f"{label}: {answer}, not {want}"] * (answer != want)
+    if probes[0][0]:
+        print(f"  {proxy.name:<22} {', '.join(got)}")
+    if wrong:
+        raise RuntimeError(f"does not refuse what it should ({'; '.join(wrong)})")
 
 
-def token_wraps(label: str, run: WrkRun, lab: Lab) -> None:
-    """A wrapped list is reported (tokens recur), not invalid: the gateway's cache cannot hold that many."""
-    if run.wraps:
-        n = lab.s.tokens
-        run.notes.append(f"token list wrapped {run.wraps}x (raise BENCH_TOKENS)")
-        print(f"bench: {label}: the {n}-token list wrapped {run.wraps} time(s): tokens recurred after {n} others (the "
-              "gateway's 10 000-entry LRU cannot hold them; raise BENCH_TOKENS for strictly distinct)")
-
-
-def refusals(run: Run) -> str | None:
-    return next((e.split()[1] for e in run.errors if e.startswith("non-2xx")), None)
-
-
-def limited_use_check(label: str, run: WrkRun, lab: Lab) -> None:
-    token_wraps(label, run, lab)
-    if refusals(run):
-        loud(f"{label}: {refusals(run)} requests were refused in a limited-use run: a REPLAY slipped in, or the store "
-             "failed (see its stderr at the end)")
-
-
-def accepted_assertions(lab: Lab) -> int | None:
-    """How far the devices' counters in the gateway's SQLite file advanced past the warm-up's."""
-    w = lab.s.aa_per_warm
+def h2_answers(name: str, url: str) -> bool:
+    """nghttp GET (http://: h2c with prior knowledge; https://: ALPN h2, certificate not verified): True when it
+    answered :status 200 with the upstream's body over HTTP/2."""
     try:
-        with closing(sqlite3.connect(lab.aa_db, timeout=5)) as db:
-            return db.execute("SELECT COALESCE(SUM(counter - ?), 0) FROM keys WHERE counter > ?", (w, w)).fetchone()[0]
-    except sqlite3.Error as e:
-        print(f"bench: reading the counters from {lab.aa_db} failed: {e}")
-        return None
+        out = subprocess.run(["nghttp", "-v", url], capture_output=True, text=True, timeout=10).stdout
+    except subprocess.TimeoutExpired:
+        out = "(nghttp timed out after 10 s)"
+    ok = (") :status: 200" in out and P.BODY_MARK.decode() in out
+          and (not url.startswith("https:") or "The negotiated protocol: h2" in out))
+    print(f"  {name:<22} {url}: {'200 + body over HTTP/2' if ok else 'NO HTTP/2 200 + body; nghttp said:'}")
+    if not ok:
+        shown = [line for line in out.splitlines() if not line.startswith(" " * 10) and "PRIORITY frame" not in line]
+        print("\n".join("      " + line for line in shown[:12]))
+    return ok
 
 
-def app_attest_check(label: str, run: WrkRun, lab: Lab) -> None:
+def app_attest_check(lab: Lab, row: Row, label: str, run: Run) -> None:
     """The lists must last the run (after a wrap every request is a replayed counter, 401), and the store's counters
     must have advanced once per completed request, plus at most one in flight per device when wrk stopped, plus one:
     wrk checks thread 0's request() once in its main thread, which skips a line (a counter) of device 0."""
-    s = lab.s
-    if run.warm_wraps:
+    s, f, reqs, w = lab.s, run.fig, run.fig["reqs"], lab.s.aa_per_warm
+    if f["warm_wraps"]:
         print(f"bench: {label}: the warm-up used up its {s.aa_per_warm} assertions per device and replayed them (401s "
               "in the warm-up only)")
-    if run.wraps:
-        run.fail(f"assertion lists exhausted {run.wraps}x (raise BENCH_APPATTEST_ASSERTIONS)",
-                 f"{label}: a device's {s.aa_per_run} assertions ran out ({run.wraps} wrap-arounds): replays followed, "
-                 "the run is INVALID; raise BENCH_APPATTEST_ASSERTIONS")
-    if refusals(run):
-        loud(f"{label}: {refusals(run)} requests were REJECTED: the row is INVALID (a counter replayed or out of "
-             "order, or the store failed; see its stderr at the end)")
-    run.stored = accepted_assertions(lab)
-    if run.stored is not None and not run.reqs <= run.stored <= run.reqs + s.aa_devices + 1:
-        run.fail(f"store accepted {run.stored} assertions for {run.reqs} requests",
-                 f"{label}: the store's counters advanced by {run.stored} for {run.reqs} completed requests: not one "
+    if f["wraps"]:
+        run.fail(f"assertion lists exhausted {f['wraps']}x (raise BENCH_APPATTEST_ASSERTIONS)",
+                 f"{label}: a device's {s.aa_per_run} assertions ran out ({f['wraps']} wrap-arounds): replays "
+                 "followed, the run is INVALID; raise BENCH_APPATTEST_ASSERTIONS")
+    db = next((lab.tmp / row.proxy.name).glob("state-*.db"))   # fresh_sqlite left only this run's
+    try:   # how far the devices' counters advanced past the warm-up's
+        with closing(sqlite3.connect(db, timeout=5)) as c:
+            query = "SELECT COALESCE(SUM(counter - ?), 0) FROM keys WHERE counter > ?"
+            f["stored"] = c.execute(query, (w, w)).fetchone()[0]
+    except sqlite3.Error as e:
+        print(f"bench: reading the counters from {db} failed: {e}")
+        return
+    if not reqs <= f["stored"] <= reqs + s.aa_devices + 1:
+        run.fail(f"store accepted {f['stored']} assertions for {reqs} requests",
+                 f"{label}: the store's counters advanced by {f['stored']} for {reqs} completed requests: not one "
                  "accepted assertion per request")
-
-
-def wrk_rows(lab: Lab) -> list[Row]:
-    s, p, plain = lab.s, lab.ports, WrkLoad(lab.s.conns)
-    rows = [Row("nginx", "nginx", p["nginx"], (plain, plain)),
-            Row("attest-gateway", "attest-gateway", p["gateway"], (plain, plain))]
-    if s.rs256:
-        t = lab.tokens
-        repeated = WrkLoad(s.conns, header=f"X-Firebase-AppCheck: {t.repeated}")
-        distinct = (tokens_load(lab, t.distinct, "0.5"), tokens_load(lab, t.distinct, "0"))
-        rows += [Row("gw-rs256-distinct", "gw-rs256", p["rs256"], distinct, check=token_wraps),
-                 Row("gw-rs256-repeated", "gw-rs256", p["rs256"], (repeated, repeated)),
-                 Row("haproxy-distinct", "haproxy", p["haproxy"], distinct, check=token_wraps),
-                 Row("haproxy-repeated", "haproxy", p["haproxy"], (repeated, repeated))]
-    if s.lu:
-        lu = (tokens_load(lab, lab.tokens.lu_warmup, "0"), tokens_load(lab, lab.tokens.distinct, "0"))
-        rows += [Row("gw-lu-sqlite", "gw-lu-sqlite", p["lu-sqlite"], lu, fresh=True, check=limited_use_check),
-                 Row("gw-lu-redis", "gw-lu-redis", p["lu-redis"], lu, fresh=True, side_pid=lab.redis.proc.pid,
-                     check=limited_use_check)]
-    if s.aa:
-        w, r = s.aa_per_warm, s.aa_per_run
-        rows.append(Row("gw-appattest-sqlite", "gw-appattest-sqlite", p["aa"],
-                        (assertions_load(lab, 1, w), assertions_load(lab, w + 1, w + r)), fresh=True,
-                        check=app_attest_check))
-    return rows
-
-
-def h2_rows(lab: Lab, gw_h2c: bool, gw_tls: bool) -> list[Row]:
-    """A gateway that did not answer HTTP/2 in the sanity check (a build from before it) has its rows skipped."""
-    s, p, c, mc, ms = lab.s, lab.ports, lab.s.conns, lab.s.mux_conns, lab.s.mux_streams
-    no_h2c = "" if gw_h2c else "gateway did not answer h2c (sanity)"
-    no_tls = "" if gw_tls else "gateway did not answer h2 over TLS (sanity)"
-    rows = [Row("gw-h1-h2load", "attest-gateway", h2=H2Load("h1", c, 1, p["gateway"]), h2_desc=f"--h1 -c{c} -m1"),
-            Row("gw-h2c", "gw-h2", h2=H2Load("h2c", c, 1, p["h2-gateway"]), h2_desc=f"h2c -c{c} -m1", skip=no_h2c),
-            Row("nginx-h2c", "nginx-h2", h2=H2Load("h2c", c, 1, p["h2-nginx"]), h2_desc=f"h2c -c{c} -m1"),
-            Row("gw-h2c-mux", "gw-h2", h2=H2Load("mux", mc, ms, p["h2-gateway"]), h2_desc=f"h2c -c{mc} -m{ms}",
-                skip=no_h2c),
-            Row("nginx-h2c-mux", "nginx-h2", h2=H2Load("mux", mc, ms, p["h2-nginx"]), h2_desc=f"h2c -c{mc} -m{ms}")]
-    if s.h2_tls:
-        rows += [Row("gw-h2-tls", "gw-h2", h2=H2Load("tls", c, 1, p["h2-gateway-tls"]), h2_desc=f"h2 TLS -c{c} -m1",
-                     skip=no_tls),
-                 Row("nginx-h2-tls", "nginx-h2", h2=H2Load("tls", c, 1, p["h2-nginx-tls"]),
-                     h2_desc=f"h2 TLS -c{c} -m1")]
-    return rows
-
-
-def run_row(lab: Lab, row: Row, round_no: int) -> Run:
-    """One measured run (after its warm-up) of the row, on a proxy that runs, with fresh state where it needs it."""
-    proxy = lab.proxies[row.proxy]
-    if row.fresh:
-        proxy.restart(f"r{round_no}")
-    else:
-        proxy.ensure_running()
-    label, s = f"{row.name} round {round_no}", lab.s
-    if row.h2:
-        return measure_h2(label, proxy, row.h2, s.seconds, s.warmup)
-    run = measure_wrk(label, proxy, row.port, *row.wrk, s.seconds, s.warmup, row.side_pid)
-    if row.check and run.rps is not None:
-        row.check(label, run, lab)
-    return run

@@ -1,4 +1,4 @@
-"""Load runs on core 1 and what they measure: wrk (`--latency` text) and h2load output parsed into records, the
+"""Load runs on core 1 and what they measure: wrk's `--latency` text and h2load's summary parsed into a Run, the
 proxy's CPU from /proc/<pid>/stat (utime + stime, all threads), core 1's busy share from /proc/stat."""
 
 from __future__ import annotations
@@ -10,22 +10,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from peers import Proxy, pinned
-from settings import loud
+from settings import Settings, loud
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 UNITS_US = {"us": 1.0, "ms": 1e3, "s": 1e6, "m": 60e6, "h": 3600e6}
 
 
-def to_us(text: str) -> float | None:
+def to_us(text: str | None) -> float | None:
     """A wrk or h2load time (812.00us, 1.23ms, 1.01s) in µs."""
-    m = re.fullmatch(r"([0-9.]+)(us|ms|s|m|h)", text.strip())
+    m = re.fullmatch(r"([0-9.]+)(us|ms|s|m|h)", (text or "").strip())
     return float(m.group(1)) * UNITS_US[m.group(2)] if m else None
 
 
 def cpu_ticks(pid: int | None) -> int | None:
     """utime + stime in clock ticks: fields 14 and 15 of /proc/<pid>/stat, counted after the ')' of comm."""
-    if pid is None:
-        return None
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
@@ -33,63 +31,24 @@ def cpu_ticks(pid: int | None) -> int | None:
     return int(fields[11]) + int(fields[12])
 
 
-def core_ticks(core: int) -> tuple[int, int]:
-    """(busy, total) clock ticks of that core (busy: all but idle and iowait)."""
-    for line in Path("/proc/stat").read_text().splitlines():
-        if line.startswith(f"cpu{core} "):
-            ticks = [int(v) for v in line.split()[1:]]
-            return sum(ticks) - ticks[3] - ticks[4], sum(ticks)
-    return 0, 0
-
-
-def run_on_core1(argv: list[str], seconds: int, env: tuple[tuple[str, str], ...] = ()) -> str:
-    """stdout + stderr of a load generator, which is killed after seconds + 60 ("" then)."""
-    try:
-        with pinned(1):
-            p = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60, stdin=subprocess.DEVNULL,
-                               env={**os.environ, **dict(env)})
-    except subprocess.TimeoutExpired:
-        return ""
-    return p.stdout + p.stderr
+def core1_ticks() -> tuple[int, int]:
+    """(busy, total) clock ticks of core 1 (busy: all but idle and iowait)."""
+    line = next(line for line in Path("/proc/stat").read_text().splitlines() if line.startswith("cpu1 "))
+    ticks = [int(v) for v in line.split()[1:]]
+    return sum(ticks) - ticks[3] - ticks[4], sum(ticks)
 
 
 @dataclass
 class Run:
-    """One measured run of one row; figures stay None when it produced none."""
-    rps: float | None = None
-    cpu: float | None = None            # CPU µs of the proxy per completed request
-    cpus: float | None = None           # CPU seconds of the proxy during the run
-    errors: list[str] = field(default_factory=list)   # any of them makes the row INVALID
+    """One measured run: its figures by column (absent when it produced none), its errors (any makes the row
+    INVALID) and notes."""
+    fig: dict = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    def fail(self, message: str, shout: str | None = None) -> None:
+    def fail(self, message: str, shout: str) -> None:
         self.errors.append(message)
-        if shout:
-            loud(shout)
-
-    def count_cpu(self, ticks: int, requests: int) -> None:
-        self.cpu, self.cpus = ticks / CLK_TCK * 1e6 / requests, ticks / CLK_TCK
-
-
-@dataclass
-class WrkRun(Run):
-    p50: float | None = None
-    p99: float | None = None
-    reqs: int | None = None
-    scpu: float | None = None           # CPU µs per request of the side process (redis-server)
-    stored: int | None = None           # assertions the App Attest store accepted
-    wraps: int = 0                      # times a Lua script's list started over in the measured run
-    warm_wraps: int = 0                 # the same in the warm-up
-
-
-@dataclass
-class H2Run(Run):
-    mean: float | None = None
-    max: float | None = None
-    core1: float | None = None
-    ok: int | None = None
-    fail_count: int | None = None
-    proto: str | None = None
+        loud(shout)
 
 
 @dataclass(frozen=True)
@@ -100,11 +59,10 @@ class WrkLoad:
     script: Path | None = None              # tokens.lua / appattest.lua, configured by env
     env: tuple[tuple[str, str], ...] = ()
 
-    def run(self, seconds: int, port: int, latency: bool = False) -> str:
-        return run_on_core1(["wrk", f"-t{self.threads}", f"-c{self.conns}", f"-d{seconds}s"]
-                            + ["--latency"] * latency + (["-H", self.header] if self.header else [])
-                            + (["-s", str(self.script)] if self.script else []) + [f"http://127.0.0.1:{port}/bench"],
-                            seconds, self.env)
+    def argv(self, seconds: int, port: int, measured: bool) -> list[str]:
+        return (["wrk", f"-t{self.threads}", f"-c{self.conns}", f"-d{seconds}s"] + ["--latency"] * measured
+                + (["-H", self.header] if self.header else []) + (["-s", str(self.script)] if self.script else [])
+                + [f"http://127.0.0.1:{port}/bench"])
 
 
 @dataclass(frozen=True)
@@ -112,38 +70,22 @@ class H2Load:
     kind: str            # h1 (--h1), h2c (prior knowledge), mux (h2c, many streams), tls (ALPN h2 only)
     conns: int
     streams: int
-    port: int
+    env = ()
 
-    def run(self, seconds: int) -> str:
+    def argv(self, seconds: int, port: int, measured: bool) -> list[str]:
         proto = {"h1": "--h1", "tls": "--npn-list=h2"}.get(self.kind, "--no-tls-proto=h2c")
-        return run_on_core1(["h2load", "-t1", f"-c{self.conns}", f"-m{self.streams}", "-D", str(seconds), proto,
-                             f"{'https' if self.kind == 'tls' else 'http'}://127.0.0.1:{self.port}/bench"], seconds)
+        return ["h2load", "-t1", f"-c{self.conns}", f"-m{self.streams}", "-D", str(seconds), proto,
+                f"{'https' if self.kind == 'tls' else 'http'}://127.0.0.1:{port}/bench"]
 
 
-@dataclass
-class Sample:
-    warm_output: str
-    output: str
-    ticks: int
-    side_ticks: int | None
-    core1: float | None
-
-
-def sample(label: str, proxy: Proxy, warm, measure, run: Run, side_pid: int | None = None) -> Sample | None:
-    """The warm-up, then the measured load between two readings of the proxy's (and side's) CPU and of core 1."""
-    warm_output = warm()
-    if not proxy.alive():
-        run.fail("died during warm-up", f"{label}: {proxy.name} (pid {proxy.pid}) DIED during warm-up")
-        return None
-    s0, t0, (b0, a0) = cpu_ticks(side_pid), cpu_ticks(proxy.pid), core_ticks(1)
-    output = measure()
-    s1, t1, (b1, a1) = cpu_ticks(side_pid), cpu_ticks(proxy.pid), core_ticks(1)
-    if t0 is None or t1 is None or not proxy.alive():
-        run.fail("died during the measured run", f"{label}: {proxy.name} (pid {proxy.pid}) DIED during the run")
-        print("\n".join(output.splitlines()[-20:]))
-        return None
-    return Sample(warm_output, output, t1 - t0, s1 - s0 if None not in (s0, s1) else None,
-                  (b1 - b0) * 100 / (a1 - a0) if a1 > a0 else None)
+def on_core1(load: WrkLoad | H2Load, seconds: int, port: int, measured: bool = False) -> str:
+    try:
+        with pinned(1):
+            p = subprocess.run(load.argv(seconds, port, measured), capture_output=True, text=True,
+                               timeout=seconds + 60, stdin=subprocess.DEVNULL, env={**os.environ, **dict(load.env)})
+    except subprocess.TimeoutExpired:
+        return ""
+    return p.stdout + p.stderr
 
 
 def found(pattern: str, text: str) -> str | None:
@@ -156,76 +98,69 @@ def wraps_in(output: str) -> int:
     return sum(int(n) for n in re.findall(r"^bench-(?:tokens|appattest): .*, (\d+) wrap-arounds$", output, re.M))
 
 
-def parse_wrk(output: str, run: WrkRun) -> bool:
-    """Fills run from wrk --latency output; False (run unchanged) when a figure is missing."""
+def parse_wrk(output: str, load: WrkLoad, run: Run) -> int | None:   # the completed requests, as parse_h2load
     reqs, rps = found(r"^\s*(\d+) requests in ", output), found(r"^Requests/sec:\s+([0-9.]+)\s*$", output)
-    p50, p99 = (to_us(found(rf"^\s+{p}%\s+(\S+)\s*$", output) or "") for p in (50, 99))
+    p50, p99 = (to_us(found(rf"^\s+{p}%\s+(\S+)\s*$", output)) for p in (50, 99))
     if None in (reqs, rps, p50, p99) or int(reqs) == 0:
-        return False
-    run.reqs, run.rps, run.p50, run.p99, run.wraps = int(reqs), float(rps), p50, p99, wraps_in(output)
+        return None
+    run.fig.update(reqs=int(reqs), rps=float(rps), p50=p50, p99=p99, wraps=wraps_in(output))
     non2xx, sockets = found(r"Non-2xx or 3xx responses:\s*(\d+)", output), found(r"Socket errors:\s*(.+?)\s*$", output)
     run.errors += [f"non-2xx {non2xx}"] * bool(non2xx) + [f"socket {sockets}"] * bool(sockets)
-    return True
+    return int(reqs)
 
 
-def measure_wrk(label: str, proxy: Proxy, port: int, warm: WrkLoad, load: WrkLoad, seconds: int, warmup: int,
-                side_pid: int | None = None) -> WrkRun:
-    run = WrkRun()
-    got = sample(label, proxy, lambda: warm.run(warmup, port), lambda: load.run(seconds, port, True), run, side_pid)
-    if got is None:
-        return run
-    run.warm_wraps = wraps_in(got.warm_output)
-    if not parse_wrk(got.output, run):
-        run.fail("no result (wrk output not understood)", f"{label}: wrk produced no result")
-        print(got.output)
-        return run
-    run.count_cpu(got.ticks, run.reqs)
-    run.scpu = got.side_ticks / CLK_TCK * 1e6 / run.reqs if got.side_ticks is not None else None
-    if run.errors:
-        loud(f"{label}: wrk reported ERRORS: {'; '.join(run.errors)}")
-    return run
-
-
-def h2load_count(output: str, prefix: str, word: str) -> int | None:
-    """The number before `word` on h2load's `requests:` or `status codes:` line."""
-    n = found(rf"^{prefix}.*?(\d+) {word}\b", output)
-    return None if n is None else int(n)
-
-
-def parse_h2load(output: str, want: str, run: H2Run) -> bool:
-    """Fills run from h2load's summary; False when it has no succeeded request or a figure is missing."""
-    rps, ok = found(r"^finished in [^,]+, ([0-9.]+) req/s", output), h2load_count(output, "requests:", "succeeded")
-    times = (found(r"^time for request:(.*)$", output) or "").split()
-    run.proto = found(r"^Application protocol: (\S+)", output)
-    if rps is None or not ok or len(times) < 3 or None in (to_us(times[1]), to_us(times[2])):
-        return False
-    run.rps, run.ok, run.max, run.mean = float(rps), ok, to_us(times[1]), to_us(times[2])
-    failed = [h2load_count(output, "requests:", w) for w in ("failed", "errored", "timeout")]
-    non2xx = [h2load_count(output, "status codes:", w) or 0 for w in ("3xx", "4xx", "5xx")]
-    run.fail_count = sum(n or 0 for n in failed)
-    if run.fail_count or None in failed:
+def parse_h2load(output: str, load: H2Load, run: Run) -> int | None:
+    """The succeeded requests (None when there is none or a figure is missing); run gets the figures."""
+    def count(prefix: str, word: str) -> int | None:   # the number before `word` on a `requests:` … line
+        n = found(rf"^{prefix}.*?(\d+) {word}\b", output)
+        return None if n is None else int(n)
+    rps, ok = found(r"^finished in [^,]+, ([0-9.]+) req/s", output), count("requests:", "succeeded")
+    proto = found(r"^Application protocol: (\S+)", output)
+    times = (found(r"^time for request:(.*)$", output) or "").split() + ["", "", ""]
+    if rps is None or not ok or None in (to_us(times[1]), to_us(times[2])):
+        return None
+    failed = [count("requests:", w) for w in ("failed", "errored", "timeout")]
+    non2xx = [count("status codes:", w) or 0 for w in ("3xx", "4xx", "5xx")]
+    tls, cipher = found(r"^TLS Protocol: (\S+)", output), found(r"^Cipher: (\S+)", output)
+    want = {"h1": "http/1.1", "tls": "h2"}.get(load.kind, "h2c")
+    run.fig.update(rps=float(rps), ok=ok, max=to_us(times[1]), mean=to_us(times[2]),
+                   fail_count=sum(n or 0 for n in failed),
+                   proto=f"{proto} {tls} {cipher}" if tls else proto)
+    if run.fig["fail_count"] or None in failed:
         run.errors.append("failed {}, errored {}, timeout {}".format(*("?" if n is None else n for n in failed)))
     if sum(non2xx):
         run.errors.append("non-2xx {}/{}/{} (3xx/4xx/5xx)".format(*non2xx))
-    if run.proto != want:
-        run.errors.append(f"protocol {run.proto or 'none'}, not {want}")
-    tls, cipher = found(r"^TLS Protocol: (\S+)", output), found(r"^Cipher: (\S+)", output)
-    if tls:
-        run.proto = f"{run.proto} {tls} {cipher}"
-    return True
+    if proto != want:
+        run.errors.append(f"protocol {proto or 'none'}, not {want}")
+    return ok
 
 
-def measure_h2(label: str, proxy: Proxy, load: H2Load, seconds: int, warmup: int) -> H2Run:
-    run = H2Run()
-    got = sample(label, proxy, lambda: load.run(warmup), lambda: load.run(seconds), run)
-    if got is None:
+def measure(label: str, proxy: Proxy, port: int, warm: WrkLoad | H2Load, load: WrkLoad | H2Load, s: Settings,
+            side_pid: int | None = None) -> Run:
+    """The warm-up, then the measured load between two readings of the proxy's (and side process's) CPU and of core
+    1's; CPU µs per request over the requests the load generator completed (h2load: succeeded)."""
+    run, tool = Run(), "h2load" if isinstance(load, H2Load) else "wrk"
+    run.fig["warm_wraps"] = wraps_in(on_core1(warm, s.warmup, port))
+    if not proxy.alive():
+        run.fail("died during warm-up", f"{label}: {proxy.name} (pid {proxy.current.proc.pid}) DIED during warm-up")
         return run
-    if not parse_h2load(got.output, {"h1": "http/1.1", "tls": "h2"}.get(load.kind, "h2c"), run):
-        run.fail(f"no result (protocol {run.proto})", f"{label}: h2load produced no successful request")
-        print("\n".join([l for l in got.output.splitlines() if not l.startswith("progress:")][-25:]))
+    s0, t0, (b0, a0) = cpu_ticks(side_pid), cpu_ticks(proxy.current.proc.pid), core1_ticks()
+    output = on_core1(load, s.seconds, port, measured=True)
+    s1, t1, (b1, a1) = cpu_ticks(side_pid), cpu_ticks(proxy.current.proc.pid), core1_ticks()
+    shown = "\n".join([line for line in output.splitlines() if not line.startswith("progress:")][-25:])
+    if t0 is None or t1 is None or not proxy.alive():
+        run.fail("died during the measured run", f"{label}: {proxy.name} DIED during the run")
+        print(shown)
         return run
-    run.count_cpu(got.ticks, run.ok)
-    run.core1 = got.core1
+    requests = (parse_h2load if tool == "h2load" else parse_wrk)(output, load, run)
+    if requests is None:
+        run.fail(f"no result ({tool} output not understood)", f"{label}: {tool} produced no result")
+        print(shown)
+        return run
+    run.fig.update(cpu=(t1 - t0) / CLK_TCK * 1e6 / requests, cpus=(t1 - t0) / CLK_TCK,
+                   core1=(b1 - b0) * 100 / (a1 - a0) if a1 > a0 else None)
+    if None not in (s0, s1):   # with no side process both are None (/proc/None/stat)
+        run.fig["scpu"] = (s1 - s0) / CLK_TCK * 1e6 / requests
     if run.errors:
-        loud(f"{label}: h2load reported ERRORS: {'; '.join(run.errors)} the row is INVALID")
+        loud(f"{label}: {tool} reported ERRORS: {'; '.join(run.errors)}: the row is INVALID")
     return run

@@ -1,14 +1,14 @@
-"""The bench's tables, one per round and then the median of the rounds, and the ratios under them (against the
-targets, an INVALID side flagged), in the shape docs/performance.md quotes. Rows holds every row's runs; a row with a
-failed or erroneous run is INVALID."""
+"""The bench's tables, one per round and then the median of the rounds, the ratios under them (against the targets,
+an INVALID side flagged) in the shape docs/performance.md quotes, and with BENCH_BASELINE_BIN each gateway row against
+its `@base` twin. A row with a failed or erroneous run is INVALID."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import statistics
 
 from load import Run
 
-# (header, Run attribute, width: negative = left-aligned, format, how rounds combine: median | sum | last)
+# (header, figure, width: negative = left-aligned, format, how rounds combine: median | sum | last)
 WRK_COLUMNS = [("proxy", "name", -19, "", ""), ("req/s", "rps", 10, "%.2f", "median"),
                ("p50 us", "p50", 8, "%.1f", "median"), ("p99 us", "p99", 8, "%.1f", "median"),
                ("CPU us/req", "cpu", 12, "%.2f", "median"), ("CPU s", "cpus", 8, "%.2f", "median"),
@@ -19,33 +19,28 @@ H2_COLUMNS = [("row", "name", -14, "", ""), ("h2load", "desc", -21, "", ""), ("r
               ("core1 %", "core1", 7, "%.0f", "median"), ("succeeded", "ok", 9, "%d", "median"),
               ("failed", "fail_count", 6, "%d", "sum"), ("protocol", "proto", -8, "%s", "last"),
               ("errors", "errors", 0, "", "")]
+BASE_COLUMNS = [("row", "name", -19, "", ""), ("base req/s", "base_rps", 10, "%.2f", ""),
+                ("req/s", "rps", 10, "%.2f", ""), ("ratio", "rps_ratio", 6, "%.3f", ""),
+                ("base CPU us/req", "base_cpu", 15, "%.2f", ""), ("CPU us/req", "cpu", 10, "%.2f", ""),
+                ("ratio", "cpu_ratio", 6, "%.3f", ""), ("CPU ratio per round", "errors", 0, "", "")]
 
 
-@dataclass
-class Rows:
-    wrk: list[str] = field(default_factory=list)
-    h2: dict[str, str] = field(default_factory=dict)          # HTTP/2 row -> its h2load column
-    skipped: dict[str, str] = field(default_factory=dict)     # HTTP/2 row -> why it is not run
-    runs: dict[str, list[Run]] = field(default_factory=dict)  # row -> its runs, round by round
+class Table:
+    def __init__(self, rows: list) -> None:
+        self.rows, self.runs = rows, {r.name: [] for r in rows if not r.skip}   # row -> its runs, round by round
 
     def values(self, name: str, attr: str) -> list:
-        return [v for r in self.runs.get(name, []) if (v := getattr(r, attr, None)) is not None]
+        return [v for r in self.runs.get(name, []) if (v := r.fig.get(attr)) is not None]
 
     def median(self, name: str, attr: str) -> float | None:
-        v, n = sorted(self.values(name, attr)), len(self.values(name, attr))
-        return None if not n else v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+        return statistics.median(self.values(name, attr)) if self.values(name, attr) else None
 
     def invalid(self, name: str) -> str:
-        bad = [k + 1 for k, r in enumerate(self.runs.get(name, [])) if r.rps is None or r.errors]
+        bad = [k + 1 for k, r in enumerate(self.runs.get(name, [])) if "rps" not in r.fig or r.errors]
         return f"INVALID: errors in round {bad[-1]} (see above)" if bad else ""
 
     def any_errors(self) -> bool:
-        return any(self.invalid(name) for name in self.runs)
-
-
-def figure(run: Run, attr: str, fmt: str) -> str:
-    value = getattr(run, attr, None)
-    return "-" if value is None else fmt % value
+        return any(map(self.invalid, self.runs))
 
 
 def line(columns: list, cells: dict[str, str]) -> str:
@@ -53,64 +48,62 @@ def line(columns: list, cells: dict[str, str]) -> str:
     return "| " + " | ".join(padded + [cells.get(columns[-1][1], "none")])
 
 
-def header(columns: list) -> str:
+def table(columns: list, names: list[str]) -> tuple[list, str]:
+    """The columns with the name column as wide as the longest name (`@base` can make it wider), and the header."""
+    head, attr, width, *rest = columns[0]
+    columns = [(head, attr, -max(-width, *map(len, names)), *rest), *columns[1:]]
     rule = "|".join("-" * (abs(c[2]) + 2) for c in columns[:-1]) + "|" + "-" * (len(columns[-1][0]) + 1)
-    return line(columns, {attr: head for head, attr, *_ in columns}) + "\n|" + rule
+    return columns, line(columns, {attr: head for head, attr, *_ in columns}) + "\n|" + rule
 
 
 def round_cells(columns: list, run: Run) -> dict[str, str]:
-    cells = {attr: fmt % getattr(run, attr) for _, attr, _, fmt, _ in columns
-             if fmt and getattr(run, attr, None) is not None}
+    cells = {attr: fmt % run.fig[attr] for _, attr, _, fmt, _ in columns if fmt and run.fig.get(attr) is not None}
     return {**cells, "rps": cells.get("rps", "FAILED"), "errors": "; ".join(run.errors + run.notes) or "none"}
 
 
-def median_cells(rows: Rows, columns: list, name: str) -> dict[str, str]:
+def median_cells(t: Table, columns: list, name: str) -> dict[str, str]:
     """The median as a round prints it (odd count), else the mean of the two middle values to 2 decimals; `failed`
     summed over the rounds, the last protocol."""
     cells = {}
     for _, attr, _, fmt, how in columns:
-        values, m = rows.values(name, attr), rows.median(name, attr) if how == "median" else None
+        values = t.values(name, attr)
         if values and how == "median":
-            cells[attr] = fmt % m if len(values) % 2 else "%.2f" % m
+            cells[attr] = (fmt if len(values) % 2 else "%.2f") % t.median(name, attr)
         elif values and how in ("sum", "last"):
             cells[attr] = fmt % (sum(values) if how == "sum" else values[-1])
-    return {**cells, "rps": cells.get("rps", "FAILED"), "errors": rows.invalid(name) or "none"}
+    return {**cells, "rps": cells.get("rps", "FAILED"), "errors": t.invalid(name) or "none"}
 
 
-def print_tables(rows: Rows, cells_of, h2_title: str) -> None:
-    print(header(WRK_COLUMNS))
-    for name in rows.wrk:
-        print(line(WRK_COLUMNS, {"name": name, **cells_of(WRK_COLUMNS, name)}))
-    if rows.h2:
-        print(f"   HTTP/2 rows ({h2_title}):\n{header(H2_COLUMNS)}")
-    for name, desc in rows.h2.items():
-        cells = {"rps": "skipped", "errors": rows.skipped[name]} if name in rows.skipped else cells_of(H2_COLUMNS, name)
-        print(line(H2_COLUMNS, {"name": name, "desc": desc, **cells}))
+def print_tables(t: Table, title: str, h2_title: str, cells_of, stored: bool) -> None:
+    """Both tables, then redis-server's CPU (and the App Attest store's count) beside its row."""
+    print(title)
+    for wanted, all_columns in ((False, WRK_COLUMNS), (True, H2_COLUMNS)):
+        rows = [r for r in t.rows if bool(r.h2) == wanted]
+        columns, head = table(all_columns, [r.name for r in rows])
+        if rows:
+            print(f"   HTTP/2 rows ({h2_title}):\n{head}" if wanted else head)
+        for row in rows:
+            cells = {"rps": "skipped", "errors": row.skip} if row.skip else cells_of(columns, row.name)
+            print(line(columns, {"name": row.name, "desc": row.h2, **cells}))
+    for name in t.runs:
+        side = cells_of([("", "scpu", 0, "%.2f", "median"), ("", "stored", 0, "%d", "median")], name)
+        if name.startswith("gw-lu-redis"):
+            print(f"   redis-server CPU us/req during {name}: {side.get('scpu', '-')}")
+        if stored and name.startswith("gw-appattest-sqlite"):
+            print(f"   assertions the SQLite store accepted during {name}: {side.get('stored', '-')}")
+    print()
 
 
-def print_round(rows: Rows, k: int, order: list[str], lu: bool, aa: bool) -> None:
-    """Round k (0-based) as it was measured."""
+def print_round(t: Table, k: int, order: list[str]) -> None:
     def run_of(name: str) -> Run:
-        return rows.runs[name][k] if k < len(rows.runs.get(name, [])) else Run(errors=["not run"])
-    print(f"-- round {k + 1} (order: {' '.join(order)} )")
-    print_tables(rows, lambda columns, name: round_cells(columns, run_of(name)),
-                 "h2load; mean/max: h2load's time for request; core1 %: busy share of core 1, h2load + upstream")
-    if lu:
-        print(f"   redis-server CPU us/req during gw-lu-redis: {figure(run_of('gw-lu-redis'), 'scpu', '%.2f')}")
-    if aa:
-        print("   assertions the SQLite store accepted during gw-appattest-sqlite: "
-              f"{figure(run_of('gw-appattest-sqlite'), 'stored', '%d')}")
-    print()
+        return t.runs[name][k] if k < len(t.runs.get(name, [])) else Run(errors=["not run"])
+    print_tables(t, f"-- round {k + 1} (order: {' '.join(order)} )", "h2load; mean/max: h2load's time for request; "
+                 "core1 %: busy share of core 1, h2load + upstream", lambda c, name: round_cells(c, run_of(name)), True)
 
 
-def print_medians(rows: Rows, rounds: int, lu: bool) -> None:
-    print(f"-- median of {rounds} rounds")
-    print_tables(rows, lambda columns, name: median_cells(rows, columns, name),
-                 "h2load; failed: summed over the rounds")
-    if lu:
-        print(f"   redis-server CPU us/req during gw-lu-redis: "
-              f"{median_cells(rows, [('', 'scpu', 0, '%.2f', 'median')], 'gw-lu-redis').get('scpu', '-')}")
-    print()
+def print_medians(t: Table, rounds: int) -> None:
+    print_tables(t, f"-- median of {rounds} rounds", "h2load; failed: summed over the rounds",
+                 lambda c, name: median_cells(t, c, name), False)
 
 
 TARGET_CPU_RATIO = 0.8   # gateway CPU µs/req ÷ nginx CPU µs/req must be ≤ this
@@ -119,30 +112,15 @@ TARGET_DISTINCT = 1.5    # gw-rs256-distinct req/s ÷ haproxy-distinct req/s mus
 TARGET_REPEATED = 1.0    # gw-rs256-repeated req/s ÷ nginx (proxy_pass, no token) req/s must be ≥ this
 TARGET_LU_SQLITE = 0.7   # gw-lu-sqlite req/s ÷ gw-rs256-distinct req/s must be ≥ this
 LABELS = {"rps": "req/s      ", "cpu": "CPU µs/req "}
-BOTH = ("rps", "cpu")
-
-# section: (label width, [(metrics, numerator, denominator, target, at least?)])
-PLAIN = (34, [(("cpu",), "attest-gateway", "nginx", TARGET_CPU_RATIO, False),
-              (("rps",), "attest-gateway", "nginx", TARGET_RPS_RATIO, True)])
-RS256 = (36, [(("rps",), "gw-rs256-distinct", "haproxy-distinct", TARGET_DISTINCT, True),
-              (("cpu",), "gw-rs256-distinct", "haproxy-distinct", None, True),
-              (("rps",), "gw-rs256-repeated", "nginx", TARGET_REPEATED, True),
-              (("cpu",), "gw-rs256-repeated", "nginx", None, True),
-              (BOTH, "gw-rs256-repeated", "haproxy-repeated", None, True)])
-LIMITED_USE = (33, [(("rps",), "gw-lu-sqlite", "gw-rs256-distinct", TARGET_LU_SQLITE, True),
-                    (("cpu",), "gw-lu-sqlite", "gw-rs256-distinct", None, True),
-                    (BOTH, "gw-lu-redis", "gw-rs256-distinct", None, True)])
-HTTP2 = (32, [(BOTH, a, b, None, True) for a, b in (("gw-h2c", "nginx-h2c"), ("gw-h2c-mux", "nginx-h2c-mux"),
-                                                    ("gw-h2c", "gw-h1-h2load"), ("gw-h2c-mux", "gw-h1-h2load"))])
-HTTP2_TLS = (32, [(BOTH, "gw-h2-tls", "nginx-h2-tls", None, True)])
+RPS, CPU, BOTH = ("rps",), ("cpu",), ("rps", "cpu")
 
 
-def ratio(rows: Rows, width: int, metric: str, a: str, b: str, target: float | None, at_least: bool,
+def ratio(t: Table, width: int, metric: str, a: str, b: str, target: float | None = None, at_least: bool = True,
           b_label: str = "") -> str:
     """`<metric> a ÷ b = r`, against the target if there is one; `unavailable` when a side has no result."""
     label = f"{LABELS[metric]} {f'{a} ÷ {b_label or b}':<{width}}"
-    x, y = rows.median(a, metric), rows.median(b, metric)
-    flags = "".join(f" [{n} INVALID]" for n in (a, b) if rows.invalid(n))
+    x, y = t.median(a, metric), t.median(b, metric)
+    flags = "".join(f" [{n} INVALID]" for n in (a, b) if t.invalid(n))
     if x is None or not y:
         return f"{label} = unavailable (no result){flags}"
     if target is None:
@@ -151,65 +129,83 @@ def ratio(rows: Rows, width: int, metric: str, a: str, b: str, target: float | N
     return f"{label} = {x / y:.2f}  (target {'≥' if at_least else '≤'} {target}: {met}){flags}"
 
 
-def section(rows: Rows, spec: tuple) -> list[str]:
-    width, entries = spec
-    return [ratio(rows, width, m, a, b, target, at_least)
-            for metrics, a, b, target, at_least in entries for m in metrics]
-
-
-def added(rows: Rows, a: str, b: str) -> float | None:
-    """CPU µs/req of row a over row b."""
-    x, y = rows.median(a, "cpu"), rows.median(b, "cpu")
-    return None if x is None or y is None else x - y
-
-
-def verification_cost(rows: Rows) -> str:
-    gd, gr = added(rows, "gw-rs256-distinct", "attest-gateway"), added(rows, "gw-rs256-repeated", "attest-gateway")
-    hd = added(rows, "haproxy-distinct", "nginx")
-    text = ("CPU µs/req added by verification: gateway distinct %+.2f, gateway repeated %+.2f (vs attest-gateway)"
-            % (gd, gr) if gd is not None and gr is not None else "")
-    return text + ("; haproxy distinct %+.2f (vs nginx proxy_pass)" % hd if hd is not None else "")
-
-
-def store_cost(rows: Rows) -> list[str]:
-    sqlite, redis = added(rows, "gw-lu-sqlite", "gw-rs256-distinct"), added(rows, "gw-lu-redis", "gw-rs256-distinct")
-    side = rows.median("gw-lu-redis", "scpu")
-    if rows.median("gw-rs256-distinct", "cpu") is None:
-        return []
-    text = "CPU µs/req added by the store (vs gw-rs256-distinct): sqlite %+.2f" % sqlite if sqlite is not None else ""
-    text += "; redis %+.2f in the gateway" % redis if redis is not None else ""
-    if redis is not None and side is not None:
-        text += " + %.2f in redis-server (core 1, not in the gateway figure) = %+.2f" % (side, redis + side)
-    return [text]
-
-
-def app_attest(rows: Rows, devices: int, conns: int, with_rs256: bool) -> list[str]:
-    lines = [f"-- App Attest assertions (binding: request; ECDSA P-256 verify + SQLite counter compare-and-set per "
-             f"request; wrk -c{devices}, the others -c{conns})"]
-    lines += section(rows, (39, [(BOTH, "gw-appattest-sqlite", "attest-gateway", None, True)]))
-    lines += (section(rows, (39, [(BOTH, "gw-appattest-sqlite", "gw-rs256-distinct", None, True)])) if with_rs256 else
-              [f"{LABELS[m]} gw-appattest-sqlite ÷ gw-rs256-distinct = n/a (BENCH_RS256=0)" for m in BOTH])
-    a, d = added(rows, "gw-appattest-sqlite", "attest-gateway"), added(rows, "gw-appattest-sqlite", "gw-rs256-distinct")
-    more = "; %+.2f more than RS256 App Check (vs gw-rs256-distinct)" % d if d is not None else ""
-    if a is not None:
-        lines.append("CPU µs/req added by App Attest (vs attest-gateway): %+.2f%s" % (a, more))
-    return lines
-
-
-def summary(rows: Rows, s) -> list[str]:
+def summary(t: Table, s) -> list[str]:
     """Every section the selected rows have, then a line per row that is skipped or INVALID."""
-    lines = ["-- plain proxy path (no verification)", *section(rows, PLAIN)]
+    def section(width: int, *entries) -> list[str]:   # entries: (metrics, a, b[, target, at least?])
+        return [ratio(t, width, m, a, b, *target) for metrics, a, b, *target in entries for m in metrics]
+
+    def added(a: str, b: str) -> float | None:   # CPU µs/req of row a over row b
+        x, y = t.median(a, "cpu"), t.median(b, "cpu")
+        return None if x is None or y is None else x - y
+    lines = ["-- plain proxy path (no verification)",
+             *section(34, (CPU, "attest-gateway", "nginx", TARGET_CPU_RATIO, False),
+                      (RPS, "attest-gateway", "nginx", TARGET_RPS_RATIO))]
     if s.rs256:
-        lines += ["-- RS256 App Check tokens", *section(rows, RS256), verification_cost(rows)]
+        gd, gr, hd = (added(a, b) for a, b in (("gw-rs256-distinct", "attest-gateway"),
+                                               ("gw-rs256-repeated", "attest-gateway"), ("haproxy-distinct", "nginx")))
+        lines += ["-- RS256 App Check tokens",
+                  *section(36, (RPS, "gw-rs256-distinct", "haproxy-distinct", TARGET_DISTINCT),
+                           (CPU, "gw-rs256-distinct", "haproxy-distinct"),
+                           (RPS, "gw-rs256-repeated", "nginx", TARGET_REPEATED), (CPU, "gw-rs256-repeated", "nginx"),
+                           (BOTH, "gw-rs256-repeated", "haproxy-repeated")),
+                  ("CPU µs/req added by verification: gateway distinct %+.2f, gateway repeated %+.2f (vs "
+                   "attest-gateway)" % (gd, gr) if None not in (gd, gr) else "")
+                  + ("; haproxy distinct %+.2f (vs nginx proxy_pass)" % hd if hd is not None else "")]
     if s.lu:
+        sqlite, redis = added("gw-lu-sqlite", "gw-rs256-distinct"), added("gw-lu-redis", "gw-rs256-distinct")
+        store = "CPU µs/req added by the store (vs gw-rs256-distinct): "
+        store += "sqlite %+.2f" % sqlite if sqlite is not None else ""
+        store += "; redis %+.2f in the gateway" % redis if redis is not None else ""
+        if redis is not None and (side := t.median("gw-lu-redis", "scpu")) is not None:
+            store += " + %.2f in redis-server (core 1, not in the gateway figure) = %+.2f" % (side, redis + side)
         lines += ["-- limited use (each jti consumed once; SQLite: one WAL commit per request, Redis: one Lua script "
-                  "round trip)", *section(rows, LIMITED_USE), *store_cost(rows)]
+                  "round trip)", *section(33, (RPS, "gw-lu-sqlite", "gw-rs256-distinct", TARGET_LU_SQLITE),
+                                          (CPU, "gw-lu-sqlite", "gw-rs256-distinct"),
+                                          (BOTH, "gw-lu-redis", "gw-rs256-distinct"))]
+        lines += [store] if t.median("gw-rs256-distinct", "cpu") is not None else []
     if s.aa:
-        lines += app_attest(rows, s.aa_devices, s.conns, s.rs256)
+        lines += [f"-- App Attest assertions (binding: request; ECDSA P-256 verify + SQLite counter compare-and-set "
+                  f"per request; wrk -c{s.aa_devices}, the others -c{s.conns})",
+                  *section(39, (BOTH, "gw-appattest-sqlite", "attest-gateway"))]
+        lines += (section(39, (BOTH, "gw-appattest-sqlite", "gw-rs256-distinct")) if s.rs256 else
+                  [f"{LABELS[m]} gw-appattest-sqlite ÷ gw-rs256-distinct = n/a (BENCH_RS256=0)" for m in BOTH])
+        a, d = added("gw-appattest-sqlite", "attest-gateway"), added("gw-appattest-sqlite", "gw-rs256-distinct")
+        more = "; %+.2f more than RS256 App Check (vs gw-rs256-distinct)" % d if d is not None else ""
+        lines += ["CPU µs/req added by App Attest (vs attest-gateway): %+.2f%s" % (a, more)] if a is not None else []
     if s.h2:
-        lines += ["-- HTTP/2 (h2load for every row here; no HTTP/2 target is set: information)", *section(rows, HTTP2)]
-        lines += section(rows, HTTP2_TLS) if s.h2_tls else []
-        # the same process under both load generators: how far h2load's and wrk's figures differ
-        lines.append(ratio(rows, 32, "cpu", "gw-h1-h2load", "attest-gateway", None, True, "attest-gateway (wrk)"))
-    lines += [f"{n}: skipped: {why}" for n, why in rows.skipped.items()]
-    return lines + [f"{n}: {rows.invalid(n)}: its figures do not count" for n in rows.runs if rows.invalid(n)]
+        lines += ["-- HTTP/2 (h2load for every row here; no HTTP/2 target is set: information)",
+                  *section(32, (BOTH, "gw-h2c", "nginx-h2c"), (BOTH, "gw-h2c-mux", "nginx-h2c-mux"),
+                           (BOTH, "gw-h2c", "gw-h1-h2load"), (BOTH, "gw-h2c-mux", "gw-h1-h2load")),
+                  *(section(32, (BOTH, "gw-h2-tls", "nginx-h2-tls")) if s.h2_tls else []),
+                  # the same process under both load generators: how far h2load's and wrk's figures differ
+                  ratio(t, 32, "cpu", "gw-h1-h2load", "attest-gateway", b_label="attest-gateway (wrk)")]
+    lines += baseline(t, s) if s.base else []
+    lines += [f"{r.name}: skipped: {r.skip}" for r in t.rows if r.skip]
+    return lines + [f"{n}: {t.invalid(n)}: its figures do not count" for n in t.runs if t.invalid(n)]
+
+
+def baseline(t: Table, s) -> list[str]:
+    """Each gateway row against its twin on BENCH_BASELINE_BIN, measured in the same rounds right beside it: medians,
+    current ÷ baseline, and the spread of the rounds' CPU ratios (what noise does to the ratio); then the h2c cost."""
+    names = [n.removesuffix("@base") for n in t.runs if n.endswith("@base") and n.removesuffix("@base") in t.runs]
+    columns, head = table(BASE_COLUMNS, names)
+    lines = [f"-- baseline: {s.base} (rows <row>@base), each run right beside the current binary's in every round; "
+             "ratio = current ÷ baseline", head]
+    for name in names:
+        cells = {}
+        for attr in ("rps", "cpu"):
+            now, base = t.median(name, attr), t.median(name + "@base", attr)
+            cells.update({attr: now, f"base_{attr}": base, f"{attr}_ratio": now / base if now and base else None})
+        cells = {attr: fmt % cells[attr] for _, attr, _, fmt, _ in columns if fmt and cells.get(attr) is not None}
+        rounds = [a.fig["cpu"] / b.fig["cpu"] for a, b in zip(t.runs[name], t.runs[name + "@base"])
+                  if a.fig.get("cpu") and b.fig.get("cpu")]
+        spread = f"{min(rounds):.3f} .. {max(rounds):.3f}" if rounds else "-"
+        spread += "; higher in every round" if len(rounds) > 1 and min(rounds) > 1 else ""
+        flags = "".join(f" [{n} INVALID]" for n in (name, name + "@base") if t.invalid(n))
+        lines.append(line(columns, {**cells, "name": name, "errors": spread + flags}))
+
+    def h2c_cost(sfx: str) -> str:
+        h2c, h1 = t.median("gw-h2c" + sfx, "cpu"), t.median("gw-h1-h2load" + sfx, "cpu")
+        return "unavailable" if not h2c or not h1 else f"{h2c:.2f} ÷ {h1:.2f} = {h2c / h1:.3f}"
+    return lines + ([f"h2c cost per request (CPU µs/req gw-h2c ÷ gw-h1-h2load, h2load both): baseline "
+                     f"{h2c_cost('@base')}, current {h2c_cost('')}"] if s.h2 else [])

@@ -1,5 +1,4 @@
-"""The bench's settings from the environment (listed in bench.py), the one way to call the gateway's dev tools, and
-the two ways the bench speaks up (die, loud)."""
+"""The bench's settings from the environment (docs/performance.md lists it), the dev tools' command line, die, loud."""
 
 from __future__ import annotations
 
@@ -7,16 +6,13 @@ import math
 import os
 import shutil
 import sys
-from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 from typing import NoReturn
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
-TOKEN_PROJECT_NUMBER = "123456789012"   # must match mint_tokens.py
+PROJECT_NUMBER = "123456789012"   # of the minted tokens (mint_tokens.py) and of both RS256 verifiers
 AA_TEAM, AA_BUNDLE, AA_REG = "BENCH12345", "com.example.bench", "/.attest/ios"
-DEPS = "run: scripts/install-deps.sh bench"
 
 
 def die(message: str) -> NoReturn:
@@ -28,99 +24,65 @@ def loud(message: str) -> None:
     print(f"\n{'!' * 72}\n!!! {message}\n{'!' * 72}\n", flush=True)
 
 
-def env_int(name: str, default: int) -> int:
+def executable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def dev_command(gateway: str, env: str) -> list[str]:
+    """The dev tools (`appattest ca …`) of a gateway binary: $env if set, else the attest-gateway-dev beside it if
+    there is one, else `<gateway> dev` (from before the dev tools had an executable of their own)."""
+    beside = str(Path(gateway).parent / "attest-gateway-dev")
+    return [os.environ[env]] if os.environ.get(env) else [beside] if executable(beside) else [gateway, "dev"]
+
+
+def number(name: str, default: int) -> int:
     raw = os.environ.get(name) or str(default)
     if not raw.isdigit() or int(raw) < 1:
         die(f"{name}={raw!r}: must be a positive integer")
     return int(raw)
 
 
-def env_on(name: str) -> bool:
-    """A switch, on unless set to anything but 1."""
-    return os.environ.get(name, "1") == "1"
+def on(name: str) -> bool:
+    return os.environ.get(name, "1") == "1"   # a switch is on unless set to anything but 1
 
 
-def program(env: str, name: str, directory: str) -> str:
-    return os.environ.get(env) or shutil.which(name) or f"{directory}/{name}"
-
-
-def gateway_bin() -> str:
-    return os.environ.get("GATEWAY_BIN") or str(REPO / ".build" / "release" / "attest-gateway")
-
-
-def dev_command(*args: str) -> list[str]:
-    """argv of a dev-tool call (`appattest ca …`): GATEWAY_DEV_BIN if set, else the attest-gateway-dev beside
-    GATEWAY_BIN if there is one, else `GATEWAY_BIN dev` (from before the dev tools had an executable of their own)."""
-    beside = Path(gateway_bin()).parent / "attest-gateway-dev"
-    if os.environ.get("GATEWAY_DEV_BIN"):
-        return [os.environ["GATEWAY_DEV_BIN"], *args]
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return [str(beside), *args]
-    return [gateway_bin(), "dev", *args]
-
-
-@dataclass(frozen=True)
 class Settings:
-    gateway: str
-    nginx: str
-    haproxy: str
-    redis: str
-    redis_cli: str
-    seconds: int
-    rounds: int
-    warmup: int
-    conns: int
-    tokens: int
-    rs256: bool
-    lu: bool
-    aa: bool
-    aa_devices: int
-    aa_assertions: int
-    h2: bool
-    h2_tls: bool
-    mux_conns: int
-    mux_streams: int
+    def __init__(self) -> None:
+        env = os.environ.get
+        self.gateway = env("GATEWAY_BIN") or str(HERE.parents[1] / ".build" / "release" / "attest-gateway")
+        self.dev = dev_command(self.gateway, "GATEWAY_DEV_BIN")
+        self.base = env("BENCH_BASELINE_BIN", "")
+        self.base_dev = dev_command(self.base, "BENCH_BASELINE_DEV_BIN") if self.base else []
+        self.nginx = env("NGINX_BIN") or shutil.which("nginx") or "/usr/sbin/nginx"
+        self.haproxy = env("HAPROXY_BIN") or shutil.which("haproxy") or "/usr/sbin/haproxy"
+        self.redis = env("REDIS_BIN") or shutil.which("redis-server") or "/usr/bin/redis-server"
+        self.seconds, self.rounds = number("BENCH_SECONDS", 10), number("BENCH_ROUNDS", 3)
+        self.warmup, self.conns = number("BENCH_WARMUP_SECONDS", 1), number("BENCH_CONNECTIONS", 64)
+        self.tokens = number("BENCH_TOKENS", max(self.seconds * 22000, 20000))
+        self.rs256 = on("BENCH_RS256")
+        self.lu = self.rs256 and on("BENCH_LU")
+        self.aa, self.aa_devices = on("BENCH_APPATTEST"), number("BENCH_APPATTEST_DEVICES", 8)
+        self.aa_assertions = number("BENCH_APPATTEST_ASSERTIONS", self.seconds * 20000)
+        self.h2 = on("BENCH_H2")
+        self.h2_tls = self.h2 and on("BENCH_H2_TLS")
+        self.mux_conns, self.mux_streams = number("BENCH_H2_MUX_CONNECTIONS", 8), number("BENCH_H2_MUX_STREAMS", 32)
+        # the limited-use rows' own warm-up tokens (never sent in a measured run); assertions per device
+        self.lu_warm = max(self.warmup * 22000, 5000) if self.lu else 0
+        self.aa_per_warm = math.ceil(max(self.warmup * 20000, 5000) / self.aa_devices)
+        self.aa_per_run = math.ceil(self.aa_assertions / self.aa_devices)
 
-    @property
-    def lu_warm(self) -> int:
-        """Tokens of the limited-use rows' own warm-up slice (never sent in a measured run)."""
-        return max(self.warmup * 22000, 5000) if self.lu else 0
-
-    @property
-    def aa_per_warm(self) -> int:
-        return math.ceil(max(self.warmup * 20000, 5000) / self.aa_devices)
-
-    @property
-    def aa_per_run(self) -> int:
-        return math.ceil(self.aa_assertions / self.aa_devices)
-
-
-def settings_from_env() -> Settings:
-    seconds, rs256, h2 = env_int("BENCH_SECONDS", 10), env_on("BENCH_RS256"), env_on("BENCH_H2")
-    return Settings(
-        gateway=gateway_bin(), nginx=program("NGINX_BIN", "nginx", "/usr/sbin"),
-        haproxy=program("HAPROXY_BIN", "haproxy", "/usr/sbin"), redis=program("REDIS_BIN", "redis-server", "/usr/bin"),
-        redis_cli=program("REDIS_CLI", "redis-cli", "/usr/bin"), seconds=seconds, rounds=env_int("BENCH_ROUNDS", 3),
-        warmup=env_int("BENCH_WARMUP_SECONDS", 1), conns=env_int("BENCH_CONNECTIONS", 64),
-        tokens=env_int("BENCH_TOKENS", max(seconds * 22000, 20000)), rs256=rs256, lu=rs256 and env_on("BENCH_LU"),
-        aa=env_on("BENCH_APPATTEST"), aa_devices=env_int("BENCH_APPATTEST_DEVICES", 8),
-        aa_assertions=env_int("BENCH_APPATTEST_ASSERTIONS", seconds * 20000), h2=h2,
-        h2_tls=h2 and env_on("BENCH_H2_TLS"),
-        mux_conns=env_int("BENCH_H2_MUX_CONNECTIONS", 8), mux_streams=env_int("BENCH_H2_MUX_STREAMS", 32))
-
-
-def check_prerequisites(s: Settings) -> None:
-    """Everything the selected rows need, before anything starts."""
-    programs = [("gateway binary", s.gateway, True, "run: make build"), ("nginx", s.nginx, True, DEPS),
-                ("haproxy", s.haproxy, s.rs256, DEPS), ("redis-server", s.redis, s.lu, DEPS + ", or BENCH_LU=0"),
-                ("redis-cli", s.redis_cli, s.lu, DEPS + ", or BENCH_LU=0")]
-    programs += [(tool, shutil.which(tool) or tool, needed, DEPS + hint) for tool, needed, hint in (
-        ("wrk", True, ""), ("h2load", s.h2, ", or BENCH_H2=0"), ("nghttp", s.h2, ", or BENCH_H2=0"),
-        ("openssl", s.h2_tls, ", or BENCH_H2_TLS=0"))]
-    for what, path, needed, hint in programs:
-        if needed and not (os.path.isfile(path) and os.access(path, os.X_OK)):
-            die(f"{what} not found at {path} ({hint})")
-    if s.rs256 and find_spec("cryptography") is None:
-        die(f"python cryptography missing, the token minter needs it ({DEPS})")
-    if not {0, 1} <= os.sched_getaffinity(0):
-        die("needs cores 0 and 1 for the pinning (core 0: proxy, core 1: load + upstream)")
+    def check_prerequisites(self) -> None:
+        for what, path, needed, off in [
+                ("gateway binary", self.gateway, True, ""), ("BENCH_BASELINE_BIN", self.base, bool(self.base), ""),
+                ("nginx", self.nginx, True, ""), ("haproxy", self.haproxy, self.rs256, "BENCH_RS256=0"),
+                ("redis-server", self.redis, self.lu, "BENCH_LU=0"), ("wrk", shutil.which("wrk") or "wrk", True, ""),
+                ("h2load", shutil.which("h2load") or "h2load", self.h2, "BENCH_H2=0"),
+                ("nghttp", shutil.which("nghttp") or "nghttp", self.h2, "BENCH_H2=0"),
+                ("openssl", shutil.which("openssl") or "openssl", self.h2_tls, "BENCH_H2_TLS=0")]:
+            if needed and not executable(path):
+                die(f"{what} not found at {path} (run: make build / scripts/install-deps.sh bench"
+                    + (f", or {off})" if off else ")"))
+        if self.rs256 and find_spec("cryptography") is None:
+            die("python cryptography missing, the token minter needs it (run: scripts/install-deps.sh bench)")
+        if not {0, 1} <= os.sched_getaffinity(0):
+            die("needs cores 0 and 1 for the pinning (core 0: proxy, core 1: load + upstream)")
