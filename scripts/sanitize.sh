@@ -155,8 +155,8 @@ for sanitizer in $SANITIZERS; do
   e2e_done=$unit_done
   if [[ $E2E == 1 ]]; then
     echo "sanitize: end-to-end tests against $scratch/debug/attest-gateway (log: $out/e2e.log)"
-    GATEWAY_BIN=$PWD/$scratch/debug/attest-gateway GATEWAY_DEV_BIN=$PWD/$scratch/debug/attest-gateway-dev \
-      python3 -m pytest -q "${E2E_ARGS[@]}" >"$out/e2e.log" 2>&1
+    E2E_SANITIZER=$sanitizer GATEWAY_BIN=$PWD/$scratch/debug/attest-gateway \
+      GATEWAY_DEV_BIN=$PWD/$scratch/debug/attest-gateway-dev python3 -m pytest -q "${E2E_ARGS[@]}" >"$out/e2e.log" 2>&1
     e2e_status=$?
     e2e_done=$(seconds)
     e2e=$(tail -1 "$out/e2e.log" | sed -E 's/^=+ //; s/ in [0-9.]+s.*//')

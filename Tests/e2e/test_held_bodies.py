@@ -79,6 +79,12 @@ def hold_requests(up) -> list:
         return [q for q in up.requests if q.target.startswith("/hold")]
 
 
+# AddressSanitizer keeps freed memory in its quarantine (256 MiB by default) and adds its own shadow memory, so the
+# RSS of `make sanitize`'s ASan build says nothing about the bounds the product keeps; scripts/sanitize.sh names the
+# sanitizer, and there the RSS bounds are left to the normal runs (everything else is still checked).
+UNDER_ASAN = os.environ.get("E2E_SANITIZER") == "address"
+
+
 class RSS:
     """Samples the gateway's VmRSS every 10 ms on a thread: before (at start), peak, after (at stop)."""
 
@@ -257,7 +263,8 @@ def test_h1_made_up_key_ids_are_refused_before_the_body(factory, ca, tmp_path):
             c.close()
         rss.stop()
     rss.report(f"HTTP/1.1, {N} x 9 MiB with made-up key ids")
-    assert rss.growth_mib < 48, f"RSS grew {rss.growth_mib:.1f} MiB for bodies the gateway refused unread"
+    assert UNDER_ASAN or rss.growth_mib < 48, \
+        f"RSS grew {rss.growth_mib:.1f} MiB for bodies the gateway refused unread"
     assert hold_requests(up) == [], "a request with a made-up key id reached the upstream"
     assert gw.proc.poll() is None
 
@@ -300,7 +307,7 @@ def test_h1_registered_key_bodies_are_held_within_the_budget(factory, ca, tmp_pa
             c.close()
         rss.stop()
     rss.report(f"HTTP/1.1, {N} x 9 MiB on a registered key, 64 MiB budget")
-    assert rss.growth_mib < 100, f"RSS grew {rss.growth_mib:.1f} MiB (budget 64 MiB)"
+    assert UNDER_ASAN or rss.growth_mib < 100, f"RSS grew {rss.growth_mib:.1f} MiB (budget 64 MiB)"
     reqs = hold_requests(up)
     assert len(reqs) == t.get((200, None), 0)
     assert all(q.body_len == BODY and q.body_sha256 == U.sha256(body) for q in reqs)
@@ -404,7 +411,7 @@ def test_h2_made_up_key_ids_are_refused_before_the_body(factory, ca, tmp_path):
         c.close()
         rss.stop()
     rss.report(f"h2, {N} streams x 9 MiB with made-up key ids")
-    assert rss.growth_mib < 48, f"RSS grew {rss.growth_mib:.1f} MiB"
+    assert UNDER_ASAN or rss.growth_mib < 48, f"RSS grew {rss.growth_mib:.1f} MiB"
     assert hold_requests(up) == []
     assert gw.proc.poll() is None
 
@@ -441,7 +448,7 @@ def test_h2_registered_key_bodies_are_held_within_the_budget(factory, ca, tmp_pa
         c.close()
         rss.stop()
     rss.report(f"h2, one connection, {N} streams x 9 MiB on a registered key, 64 MiB budget")
-    assert rss.growth_mib < 100, f"RSS grew {rss.growth_mib:.1f} MiB (budget 64 MiB)"
+    assert UNDER_ASAN or rss.growth_mib < 100, f"RSS grew {rss.growth_mib:.1f} MiB (budget 64 MiB)"
     reqs = hold_requests(up)
     assert len(reqs) == t.get((200, None), 0)
     assert all(q.body_len == BODY and q.body_sha256 == U.sha256(body) for q in reqs)
