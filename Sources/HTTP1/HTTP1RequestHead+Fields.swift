@@ -11,8 +11,9 @@ extension HTTP1RequestHead {
     /// follows the head; without `content-length` its body goes to the upstream chunked.
     ///
     /// `te` and `expect` are not carried over (HTTP/2 has no 100-continue; `te` is hop-by-hop), a `host` field is
-    /// the authority when there is one (a client's own `host` is then dropped), and several `cookie` fields become one (RFC 9113 8.2.3). The limits count the
-    /// head an HTTP/1.1 client would have sent for this request; a head is one request (`keepAlive` false).
+    /// the authority when there is one (a client's own `host` is then dropped), and the `cookie` crumbs become one
+    /// field (RFC 9113 8.2.3). The limits count the head as the next hop gets it; a head is one request
+    /// (`keepAlive` false).
     public static func assemble(
         bytes: consuming [UInt8], method: Range<Int>, target: Range<Int>, authority: Range<Int>,
         fields: [(name: Range<Int>, value: Range<Int>)], hasBody: Bool, limits: HTTP1Limits
@@ -25,11 +26,6 @@ extension HTTP1RequestHead {
         var cookieName: Range<Int>? = nil
         let outcome: HTTP1ParseError.Code? = bytes.withUnsafeBytes { p -> HTTP1ParseError.Code? in
             if target.count > limits.maxTargetBytes { return .targetTooLong }
-            // method SP target SP HTTP/1.1 CRLF, host: authority CRLF, each field CRLF, CRLF.
-            var size = method.count + target.count + 12 + (authority.isEmpty ? 0 : authority.count + 8)
-            for f in fields { size += f.name.count + f.value.count + 4 }
-            if size > limits.maxHeaderBytes { return .headerTooLarge }
-            if fields.count > limits.maxHeaders { return .tooManyHeaders }
             guard !method.isEmpty, !target.isEmpty else { return .malformedRequestLine }
             for k in method where !HTTP1Bytes.isToken(p[k]) { return .invalidMethod }
             for k in target where !HTTP1Bytes.isTarget(p[k]) { return .invalidTarget }
@@ -55,7 +51,7 @@ extension HTTP1RequestHead {
                 case 4 where HTTP1Bytes.equalsLowercased(p, f.name, "host"): if !authority.isEmpty { continue }
                 case 6 where HTTP1Bytes.equalsLowercased(p, f.name, "expect"): continue
                 case 6 where HTTP1Bytes.equalsLowercased(p, f.name, "cookie"):
-                    cookies.append(value)
+                    if !value.isEmpty { cookies.append(value) }   // an empty crumb adds nothing to the list
                     cookieName = cookieName ?? f.name
                     continue
                 default: break
@@ -80,6 +76,12 @@ extension HTTP1RequestHead {
             }
             kept.append(HTTP1Field(name: cookieName, value: start..<bytes.count))
         }
+        // The limits count the head as the next hop gets it: request line, each kept field line, the empty line
+        // (cookie crumbs count once, joined, as the HTTP/1.1 client would have sent them).
+        if kept.count > limits.maxHeaders { return .failure(HTTP1ParseError(.tooManyHeaders)) }
+        var size = method.count + target.count + 12 + 2
+        for f in kept { size += f.name.count + f.value.count + 4 }
+        if size > limits.maxHeaderBytes { return .failure(HTTP1ParseError(.headerTooLarge)) }
         var framing: HTTP1BodyFraming
         switch facts.requestFraming(.http11) {
         case .failure(let error): return .failure(error)
