@@ -19,6 +19,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case http2Session = "http2-session"
     /// `RequestTargetCanonicalizer`: the input as a request target, under every `paths:` option combination.
     case requestTarget = "request-target"
+    /// `HTTP1RequestHead.assemble` (an HTTP/2 request's parts as a head), differentially against the HTTP/1.1 parser.
+    case h2RequestHead = "h2-request-head"
 
     /// The target's command-line and directory name.
     public var name: String { rawValue }
@@ -33,6 +35,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .receipt: ReceiptHarness.run(data)
         case .http2Session: H2Harness.run(data)
         case .requestTarget: RequestTargetHarness.run(data)
+        case .h2RequestHead: H2RequestHeadHarness.run(data)
         }
     }
 
