@@ -9,14 +9,16 @@ One gateway (`serve --workers 1`) runs under `valgrind --tool=callgrind --instr-
 `return 200` (48-byte body; its own process, not measured). Per row: a warm-up with instrumentation off (fills the
 upstream pool), then `callgrind_control --instr=on`, N requests by h2load on one keep-alive connection, one at a
 time, `--instr=off`, a dump; Ir of that dump / N. Rows: h1 (plain HTTP/1.1), h1-tls (TLS listener), h1-tls-up
-(an https upstream), h2c (HTTP/2 prior knowledge, one stream at a time). Environment: GATEWAY_BIN, N (2000),
-ROWS (all four, comma-separated), NGINX_BIN, KEEP (a directory: the dumps are copied there as <row>.callgrind,
-for callgrind_annotate).
+(an https upstream), h2c (HTTP/2 prior knowledge, one stream at a time), h2-tls (HTTP/2 over TLS, ALPN), rs256 and rs256-cached (an App Check
+route: N distinct RS256 tokens, or one token N times; sent by a small keep-alive client here, since h2load sends
+one header set). Environment: GATEWAY_BIN, N (2000), ROWS (the first four, comma-separated), NGINX_BIN, KEEP (a
+directory: the dumps are copied there as <row>.callgrind, for callgrind_annotate).
 """
-import os, re, shutil, subprocess, sys, tempfile, time
+import os, re, shutil, socket, subprocess, sys, tempfile, time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "Tests" / "e2e"))
+sys.path.insert(1, str(Path(__file__).resolve().parent / "bench"))
 from harness import free_port, wait_listening, yaml_dump  # noqa: E402
 
 BIN = os.environ.get("GATEWAY_BIN", ".build/release/attest-gateway")
@@ -42,11 +44,26 @@ def h2load(url, n, h1):
         sys.exit(f"h2load did not get {n} 2xx answers from {url}:\n{out}")
 
 
+def appcheck_requests(port, tokens):
+    """One request per token on one keep-alive connection, each answered 200 before the next goes."""
+    with socket.create_connection(("127.0.0.1", port)) as conn:
+        reader = conn.makefile("rb")
+        for token in tokens:
+            conn.sendall(f"GET /fb/bench HTTP/1.1\r\nHost: x\r\nX-Firebase-AppCheck: {token}\r\n\r\n".encode())
+            status, length = reader.readline(), 0
+            while (line := reader.readline()) not in (b"\r\n", b""):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            reader.read(length)
+            if b" 200 " not in status:
+                sys.exit(f"the App Check route answered {status!r}")
+
+
 try:
     subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
                     "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-days", "1",
                     "-keyout", tmp / "key.pem", "-out", tmp / "cert.pem"], check=True, capture_output=True)
-    up, up_tls, h1, h1_tls, h2c = (free_port() for _ in range(5))
+    up, up_tls, h1, h1_tls, h2c, h2_tls = (free_port() for _ in range(6))
     (tmp / "nginx.conf").write_text(f"""daemon off; master_process off; worker_processes 1; pid {tmp}/nginx.pid;
 error_log {tmp}/nginx.err; events {{}}
 http {{ access_log off; keepalive_requests 1000000;
@@ -57,16 +74,26 @@ http {{ access_log off; keepalive_requests 1000000;
     wait_listening(up, nginx, 10, "nginx")
     tls = {"certificate": str(tmp / "cert.pem"), "private_key": str(tmp / "key.pem")}
     route = {"match": {"path_prefix": "/"}, "verify": []}
-    (tmp / "gateway.yml").write_text(yaml_dump({
+    appcheck = any(r.startswith("rs256") for r in ROWS)
+    if appcheck:
+        from mint_tokens import mint  # noqa: E402 (needs the bench's Python packages)
+        minted = mint(tmp / "tokens", N + 200, 0)
+        distinct = (tmp / "tokens" / "distinct.jwt").read_text().split()
+    cfg = {
         "version": 1,
         "listeners": [{"name": "h1", "address": f"127.0.0.1:{h1}"}, {"name": "tls", "address": f"127.0.0.1:{h1_tls}", "tls": tls},
-                      {"name": "h2c", "address": f"127.0.0.1:{h2c}", "http2": True}],
+                      {"name": "h2c", "address": f"127.0.0.1:{h2c}", "http2": True},
+                      {"name": "h2-tls", "address": f"127.0.0.1:{h2_tls}", "tls": tls, "http2": True}],
         "state": {"backend": "memory"},
         "upstreams": {"api": {"url": f"http://127.0.0.1:{up}", "max_idle_connections": 16},
                       "secure": {"url": f"https://localhost:{up_tls}", "ca_file": str(tmp / "cert.pem")}},
+        "verifiers": {"fb": {"type": "app_check", "project_number": "123456789012", "project_id": "demo-project",
+                             "jwks_file": str(tmp / "tokens" / "jwks.json")}} if appcheck else None,
         "routes": [dict(route, name="secure", match={"path_prefix": "/secure"}, upstream="secure"),
+                   *([dict(route, name="fb", match={"path_prefix": "/fb"}, upstream="api", verify=["fb"])] if appcheck else []),
                    dict(route, name="api", upstream="api")],
-    }) + "\n")
+    }
+    (tmp / "gateway.yml").write_text(yaml_dump({k: v for k, v in cfg.items() if v is not None}) + "\n")
     gw = start(["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={tmp}/cg.out",
                 BIN, "serve", "--config", tmp / "gateway.yml", "--workers", "1"],
                stdout=subprocess.DEVNULL, stderr=open(tmp / "gateway.err", "wb"), cwd=tmp)
@@ -75,14 +102,20 @@ http {{ access_log off; keepalive_requests 1000000;
     except RuntimeError:
         sys.exit((tmp / "gateway.err").read_text()[-2000:])
     urls = {"h1": (f"http://127.0.0.1:{h1}/bench", True), "h1-tls": (f"https://127.0.0.1:{h1_tls}/bench", True),
-            "h1-tls-up": (f"http://127.0.0.1:{h1}/secure/bench", True), "h2c": (f"http://127.0.0.1:{h2c}/bench", False)}
+            "h1-tls-up": (f"http://127.0.0.1:{h1}/secure/bench", True), "h2c": (f"http://127.0.0.1:{h2c}/bench", False),
+            "h2-tls": (f"https://127.0.0.1:{h2_tls}/bench", False)}
     control = ["callgrind_control", str(gw.pid)]
     print(f"{'row':10} {'Ir/request':>12}   (N={N}, {BIN})")
     for dump, row in enumerate(ROWS, start=1):
-        url, is_h1 = urls[row]
-        h2load(url, 200, is_h1)
+        if row.startswith("rs256"):
+            warm, measured = (distinct[N:], distinct[:N]) if row == "rs256" else ([minted.repeated] * 200, [minted.repeated] * N)
+            drive = lambda tokens: appcheck_requests(h1, tokens)  # noqa: E731
+        else:
+            url, is_h1 = urls[row]
+            warm, measured, drive = 200, N, lambda n: h2load(url, n, is_h1)  # noqa: E731
+        drive(warm)
         subprocess.run(control + ["--instr=on"], check=True, capture_output=True)
-        h2load(url, N, is_h1)
+        drive(measured)
         subprocess.run(control + ["--instr=off"], check=True, capture_output=True)
         subprocess.run(control + [f"--dump={row}"], check=True, capture_output=True)
         path = tmp / f"cg.out.{dump}"

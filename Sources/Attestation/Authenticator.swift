@@ -6,8 +6,9 @@ public import StateStore
 /// pass, all-of at the first failure, and only the verifiers that ran have side effects. A verifier that needs
 /// work off the loop suspends the evaluation (`Step.suspended`); the proxy runs that step and hands its result to
 /// `resume`. Once decided, limited use consumes the passed credentials (`consumption`, then `consumed`): only then,
-/// so a forged credential can never burn a genuine one.
-public struct Authenticator: Sendable {
+/// so a forged credential can never burn a genuine one. A class: the proxy reads it from its route on every
+/// request, and a struct copy would retain each of its arrays.
+public final class Authenticator: Sendable {
     public let verifiers: [any CredentialVerifier]
     public let requireAll: Bool
     public let monitor: Bool

@@ -15,7 +15,7 @@ extension DownstreamConnection {
         }
         h2cPossible = false
         muxIdleUntil = worker.loop.now + worker.idleTimeout
-        setDeadline(muxIdleUntil)
+        setConnectionDeadline(muxIdleUntil)
         flushOut()   // the server's SETTINGS
     }
 
@@ -48,7 +48,7 @@ extension DownstreamConnection {
                 drainedAll = outBuf.readableBytes > before
             }
             guard writeWire() else { return }
-            if mux.flushWanted || (drainedAll && socketTransport.writable && pendingOutput == 0) { continue }
+            if mux.flushWanted || (drainedAll && transport.writable && pendingOutput == 0) { continue }
             break
         }
         if !closed && pendingOutput == 0 && mux.isFinished { close() }

@@ -4,39 +4,28 @@ import GatewayTLS
 import HTTP1
 import HTTP2
 
-/// One client connection: reads requests, drives one exchange at a time through routing and the upstream, and
-/// writes responses in request order (pipelined requests wait in the input buffer). Loop-confined.
-///
-/// HTTP/2: a connection that negotiates h2 (ALPN, or the h2c preface on an `http2: true` listener) keeps its
-/// transport and hands its plaintext to an `H2Mux`; each of its streams is then a `DownstreamConnection` without a
-/// transport (`stream`): its head and body are handed over as they are, and the stream is its `ResponseSink`
-/// (see H2Stream.swift).
-final class DownstreamConnection: LoopHandler, UpstreamClient {
-    /// The socket and, on a TLS listener, the session (`inBuf`/`outBuf` are plaintext); nil for an HTTP/2 stream.
-    let transport: SocketTransport?
-    /// `transport` on the paths only a socket connection takes. Unwrapped in place: binding the optional with
-    /// `if let` retains and releases it each time, which showed in the per-request instruction count.
-    @inline(__always) var socketTransport: SocketTransport { transport! }
+/// One client connection: the socket (and TLS session), HTTP/1.1 parsing, keep-alive, lingering, or once
+/// negotiated an HTTP/2 session (`H2Mux`) whose streams carry their own exchanges. What a request does — routing,
+/// verification, the upstream, the response — is its `ProxyExchange`'s (`proxy`); this connection is that
+/// exchange's `ExchangeCarrier`: it parses heads and bodies into it, writes what its sink buffered, and lends it
+/// the connection's deadline. Requests are served one at a time in order (pipelined ones wait in `inBuf`).
+/// Loop-confined.
+final class DownstreamConnection: LoopHandler, ExchangeCarrier {
+    /// The socket and, on a TLS listener, the session (`inBuf`/`outBuf` are plaintext).
+    let transport: SocketTransport
     /// The worker outlives its connections (it closes them all before it goes), so no reference counting here.
     unowned(unsafe) let worker: ProxyWorker
     let clientAddress: [UInt8]
     let inBuf: ByteBuffer
     let outBuf: ByteBuffer
     var parser: HTTP1RequestParser
-    /// Where responses go: HTTP/1.1 into `outBuf`, or the HTTP/2 stream.
-    let sink: any ResponseSink
-    /// The connection's decisions: phase, keep-alive, what the body waits on, what a deadline means.
-    var http = HTTP1ServerStateMachine()
+    /// The exchange this connection's HTTP/1.1 requests go through, one after another (unused once HTTP/2 runs).
+    let proxy: ProxyExchange
     var deadline: UInt64 = 0
     var closed = false
     var lingerUntil: UInt64 = 0
     /// HTTP/2: when an idle connection (no streams) closes.
     var muxIdleUntil: UInt64 = 0
-
-    // The current exchange.
-    var exchange = Exchange()
-    /// The current request's generated id, formatted (`RequestID.generated`).
-    let generatedRequestID = UnsafeMutableRawPointer.allocate(byteCount: RequestIDGenerator.length, alignment: 1)
 
     /// The request arrived over TLS (X-Forwarded-Proto https).
     let https: Bool
@@ -48,17 +37,13 @@ final class DownstreamConnection: LoopHandler, UpstreamClient {
     var h2cPossible: Bool
     /// A TLS connection whose ALPN choice has not been looked at yet.
     private var alpnPending: Bool
-    /// An HTTP/2 stream's exchange (no transport).
-    let stream: H2Stream?
     /// Inside the HTTP/2 write loop (streams asking for a flush then only flag it).
     var flushing = false
 
-    /// Response bytes not yet on the wire (plaintext waiting, plus ciphertext waiting on a TLS connection; for a
-    /// stream, the body nghttp2 has not taken yet).
-    var pendingOutput: Int { outBuf.readableBytes + (transport?.unsentCiphertext ?? 0) + (stream?.queuedBytes ?? 0) }
-
-    /// Whether more client input may be waiting (a stream's input is pushed to it, so always).
-    var readable: Bool { transport?.readable ?? true }
+    /// Response bytes not yet on the wire (plaintext waiting, plus ciphertext waiting on a TLS connection).
+    var pendingOutput: Int { outBuf.readableBytes + transport.unsentCiphertext }
+    var unflushedOutput: Int { outBuf.readableBytes }
+    var hasBufferedInput: Bool { !inBuf.isEmpty }
 
     init(socket: Socket, worker: ProxyWorker, clientAddress: [UInt8], tls: TLSSession? = nil, http2: Bool = false,
          trustedPeer: Bool = false) {
@@ -70,53 +55,29 @@ final class DownstreamConnection: LoopHandler, UpstreamClient {
         https = tls != nil
         h2cPossible = http2 && tls == nil
         alpnPending = http2 && tls != nil
-        stream = nil
         inBuf = ByteBuffer(capacity: 16 * 1024)
         outBuf = ByteBuffer(capacity: 16 * 1024)
-        sink = HTTP1ResponseWriter(out: outBuf)
-        self.parser = HTTP1RequestParser(limits: worker.runtime.requestLimits)
-    }
-
-    /// The exchange of one HTTP/2 stream of `owner`.
-    init(stream: H2Stream, of owner: DownstreamConnection) {
-        transport = nil
-        worker = owner.worker
-        clientAddress = owner.clientAddress
-        https = owner.https
-        trustedPeer = owner.trustedPeer
-        h2cPossible = false
-        alpnPending = false
-        self.stream = stream
-        sink = stream
-        inBuf = ByteBuffer(capacity: 0)
-        outBuf = ByteBuffer(capacity: 0)
         parser = HTTP1RequestParser(limits: worker.runtime.requestLimits)
-    }
-
-    /// Serves a stream's request (its head as the HTTP/1.1 checks read it; `headBytes`: its size on the wire).
-    func startStream(_ head: Result<HTTP1RequestHead, HTTP1ParseError>, headBytes: Int) {
-        setDeadline(worker.loop.now + worker.headerTimeout)
-        _ = http.headBytesArrived()
-        switch head {
-        case .success(let head):
-            exchange.bytesIn = headBytes
-            beginRequest(head)
-            if !closed { readLoop() }
-        case .failure(let error):
-            respondLocal(.parseError(status: error.status, code: error.code.rawValue), close: true)
-        }
+        proxy = ProxyExchange(worker: worker, clientAddress: clientAddress, https: tls != nil, trustedPeer: trustedPeer,
+                              http2: false, sink: HTTP1ResponseWriter(out: outBuf))
+        proxy.attach(to: self)
     }
 
     func start() {
         // header_timeout runs from accept: a client that connects must send its head promptly.
-        setDeadline(worker.loop.now + worker.headerTimeout)
+        proxy.arm(.header)
         readLoop()
     }
 
-    @inline(__always) func setDeadline(_ d: UInt64) {
+    /// The connection's own deadlines (lingering, HTTP/2 idle); the exchange's arrive through `deadlineChanged`.
+    @inline(__always) func setConnectionDeadline(_ d: UInt64) {
         deadline = d
         worker.loop.scheduleSweep(by: d)
-        if let stream { stream.mux.owner.streamDeadline(d) }
+    }
+
+    @inline(__always) func deadlineChanged(_ d: UInt64) {
+        deadline = d
+        if d != 0 { worker.loop.scheduleSweep(by: d) }
     }
 
     /// A stream's deadline: the socket's sweep entry must come no later (`onTimeout` hands it on).
@@ -130,13 +91,13 @@ final class DownstreamConnection: LoopHandler, UpstreamClient {
         if closed { return }
         if events & IOEvents.error != 0 { close(); return }
         if events & IOEvents.writable != 0 {
-            socketTransport.writable = true
+            transport.writable = true
             if pendingOutput > 0 { flushOut() }
             if closed { return }
         }
-        if events & (IOEvents.readHangup | IOEvents.hangup) != 0 { socketTransport.sawHangup = true }
+        if events & (IOEvents.readHangup | IOEvents.hangup) != 0 { transport.sawHangup = true }
         if events & (IOEvents.readable | IOEvents.readHangup | IOEvents.hangup) != 0 {
-            socketTransport.readable = true
+            transport.readable = true
             readLoop()
         }
     }
@@ -155,27 +116,7 @@ final class DownstreamConnection: LoopHandler, UpstreamClient {
             if deadline != 0 { worker.loop.scheduleSweep(by: deadline) }
             return
         }
-        switch http.timedOut(pendingOutput: pendingOutput > 0) {
-        case .close:
-            close()   // idle, a client that stopped reading its response, or one cut mid-body after our answer
-        case .requestTimeout:
-            respondLocal(.requestTimeout(), close: true)
-        case .bodyTimeout:
-            abortUpstream()
-            respondLocal(.bodyTimeout(), close: true)
-        case .disarm:
-            deadline = 0   // waiting on the upstream, which has its own timeout
-        }
-    }
-
-    /// Arms the deadline the state machine asked for.
-    func arm(_ d: HTTP1ServerStateMachine.Deadline) {
-        switch d {
-        case .none: deadline = 0
-        case .header: setDeadline(worker.loop.now + worker.headerTimeout)
-        case .idle: setDeadline(worker.loop.now + worker.idleTimeout)
-        case .linger: setDeadline(worker.loop.now + worker.lingerMillis)
-        }
+        proxy.timedOut(pendingOutput: pendingOutput)
     }
 
     // MARK: reading
@@ -183,25 +124,19 @@ final class DownstreamConnection: LoopHandler, UpstreamClient {
     /// Whether the connection wants more bytes from the client now.
     @inline(__always) private var wantsRead: Bool {
         if mux != nil { return true }   // nghttp2's flow control bounds what streams may send
-        return http.wantsRead
+        return proxy.http.wantsRead
     }
 
     func readLoop() {
-        if let stream {
-            // Input is pushed by the HTTP/2 session; what the exchange takes opens the client's window again.
-            if !closed && wantsRead { process() }
-            if !closed { stream.acknowledge(remaining: inBuf.readableBytes) }
-            return
-        }
-        while socketTransport.readable && !closed && wantsRead {
-            if http.phase == .lingering {
-                linger(socketTransport)
+        while transport.readable && !closed && wantsRead {
+            if proxy.http.phase == .lingering {
+                linger()
                 return
             }
-            switch socketTransport.read(into: inBuf, reserve: 4096) {
+            switch transport.read(into: inBuf, reserve: 4096) {
             case .data:
-                if http.phase == .exchanging && mux == nil { arm(http.bodyProgressed()) }
-                if alpnPending && !socketTransport.isHandshaking, let tls = socketTransport.tls {
+                if proxy.http.phase == .exchanging && mux == nil { proxy.arm(proxy.http.bodyProgressed()) }
+                if alpnPending && !transport.isHandshaking, let tls = transport.tls {
                     alpnPending = false
                     if tls.negotiatedProtocol == "h2" { startHTTP2() }
                     if closed { return }
@@ -221,8 +156,13 @@ final class DownstreamConnection: LoopHandler, UpstreamClient {
         }
     }
 
+    func resumeInput() {
+        process()
+        if !closed && transport.readable { readLoop() }
+    }
+
     /// Discards input after our final response until the client closes or goes quiet.
-    private func linger(_ transport: SocketTransport) {
+    private func linger() {
         if transport.socket.discardInput() == .wouldBlock {
             transport.readable = false
             if worker.loop.now >= lingerUntil { close() }
@@ -234,9 +174,9 @@ final class DownstreamConnection: LoopHandler, UpstreamClient {
     /// The client closed its sending side.
     private func peerClosed() {
         if mux != nil { close(); return }
-        let cutShort = http.phase == .exchanging   // unless the request is whole: then it is answered first
-        if http.peerClosed() == .now {
-            if cutShort && exchange.status == 0 { exchange.status = 499 }
+        let cutShort = proxy.http.phase == .exchanging   // unless the request is whole: then it is answered first
+        if proxy.http.peerClosed() == .now {
+            if cutShort && proxy.exchange.status == 0 { proxy.exchange.status = 499 }
             close()
         }
     }
@@ -245,53 +185,35 @@ final class DownstreamConnection: LoopHandler, UpstreamClient {
 
     /// Writes buffered output. A short write means the socket buffer is full: wait for EPOLLOUT (edge-triggered).
     func flushOut() {
-        if let stream {
-            stream.flush()
-            if !closed { afterWrite() }
-            return
-        }
         if let mux { flushHTTP2(mux); return }
         guard writeWire() else { return }
-        afterWrite()
-    }
-
-    /// After output moved on: everything gone means linger (closing) or resume the upstream; otherwise the client
-    /// has `idle_timeout` to take more.
-    @inline(__always) private func afterWrite() {
-        if pendingOutput == 0 {
-            if http.phase == .closing {
-                startLingering()
-                return
-            }
-            if let up = exchange.upstream { up.resumeReading() }
-        } else if http.phase == .exchanging {
-            setDeadline(worker.loop.now + worker.idleTimeout)
-        }
+        proxy.outputMoved(pending: pendingOutput)
     }
 
     /// Encrypts (TLS) and sends what `outBuf` holds; false when the connection closed.
     @inline(__always) func writeWire() -> Bool {
-        if socketTransport.write(from: outBuf) == .failed {
+        if transport.write(from: outBuf) == .failed {
             close()
             return false
         }
         return true
     }
 
-    private func startLingering() {
-        guard let transport else { close(); return }   // a stream's exchange is over; nghttp2 ends the stream
-        if inBuf.isEmpty && !transport.readable && http.requestDone {
+    /// The final response is out: stop sending, take in (and drop) what the client still sends for a while, so
+    /// that a reset does not destroy the response before the client has read it.
+    func closingOutputDrained() {
+        if inBuf.isEmpty && !transport.readable && proxy.http.requestDone {
             close()
             return
         }
         transport.shutdownWrite()
-        _ = http.outputDrained()
+        _ = proxy.http.outputDrained()
         lingerUntil = worker.loop.now + worker.lingerMillis
-        setDeadline(lingerUntil)
+        setConnectionDeadline(lingerUntil)
         inBuf.clear()
         transport.readable = true
         readLoop()
     }
 
-    deinit { generatedRequestID.deallocate() }
+    func exchangeClosed() { close() }
 }

@@ -10,10 +10,10 @@ import GatewayPosix
 /// HTTP/2 on one client connection: the nghttp2 session and its streams. The connection (`owner`) keeps doing the
 /// socket and TLS; this turns its plaintext into streams and the streams' responses into frames.
 ///
-/// Each stream is served by a `DownstreamConnection` of its own without a socket (`H2Stream`): its request head
-/// becomes an `HTTP1RequestHead` (the parser's checks, no HTTP/1.1 text), its body goes into that connection's
-/// input as it is, so routing, verification, limits, the upstream exchange, local responses and the access log are
-/// the very code HTTP/1.1 requests run; the stream is that exchange's `ResponseSink`. Loop-confined.
+/// Each stream (`H2Stream`) carries a `ProxyExchange` of its own: its request head becomes an `HTTP1RequestHead`
+/// (the parser's checks, no HTTP/1.1 text), its body is handed over as it is, so routing, verification, limits,
+/// the upstream exchange, local responses and the access log are the very code HTTP/1.1 requests run; the stream
+/// is that exchange's carrier and `ResponseSink`. Loop-confined.
 final class H2Mux: H2SessionDelegate {
     unowned(unsafe) let owner: DownstreamConnection
     let session: H2ServerSession
@@ -87,7 +87,7 @@ final class H2Mux: H2SessionDelegate {
     var earliestStreamDeadline: UInt64 {
         var d: UInt64 = 0
         for s in streams.values {
-            if let c = s.connection, c.deadline != 0, d == 0 || c.deadline < d { d = c.deadline }
+            if let e = s.exchange, e.deadline != 0, d == 0 || e.deadline < d { d = e.deadline }
             if s.discardUntil != 0, d == 0 || s.discardUntil < d { d = s.discardUntil }
         }
         return d
@@ -96,7 +96,7 @@ final class H2Mux: H2SessionDelegate {
     /// Fires the streams' due deadlines.
     func streamTimeouts(now: UInt64) {
         for s in Array(streams.values) {
-            if let c = s.connection, c.deadline != 0, c.deadline <= now { c.onTimeout(now: now) }
+            if let e = s.exchange, !e.closed, e.deadline != 0, e.deadline <= now { e.timedOut(pendingOutput: s.pendingOutput) }
             if s.discardUntil != 0 && s.discardUntil <= now && !s.sessionClosed {
                 s.discardUntil = 0
                 session.reset(stream: s.id, code: .noError)   // the client is still uploading: stop it now
@@ -113,7 +113,7 @@ final class H2Mux: H2SessionDelegate {
 
     /// The connection is going: every stream ends now.
     func closeAll() {
-        for s in Array(streams.values) { s.connection?.close() }
+        for s in Array(streams.values) { s.exchange?.close() }
         streams.removeAll()
     }
 
@@ -121,32 +121,34 @@ final class H2Mux: H2SessionDelegate {
 
     func h2Request(stream id: Int32, head: H2RequestHead, endStream: Bool) {
         let s = H2Stream(id: id, mux: self, requestEnded: endStream)
-        let c = DownstreamConnection(stream: s, of: owner)
-        s.connection = c
+        let e = ProxyExchange(worker: worker, clientAddress: owner.clientAddress, https: owner.https,
+                              trustedPeer: owner.trustedPeer, http2: true, sink: s)
+        e.attach(to: s)
+        s.exchange = e
         streams[id] = s
-        c.startStream(H2Stream.requestHead(head, endStream: endStream, limits: worker.runtime.requestLimits),
-                      headBytes: head.listSize)
+        s.start(H2Stream.requestHead(head, endStream: endStream, limits: worker.runtime.requestLimits),
+                headBytes: head.listSize)
     }
 
     func h2RequestData(stream id: Int32, _ bytes: UnsafeRawBufferPointer) {
-        guard let s = streams[id], let c = s.connection, !c.closed else {
+        guard let s = streams[id], let e = s.exchange, !e.closed else {
             session.consume(stream: id, bytes.count)   // nobody will read it: give the window back at once
             return
         }
-        s.requestData(bytes, into: c.inBuf)
-        c.readLoop()
+        s.requestData(bytes)
+        s.resumeInput()
     }
 
     func h2RequestEnd(stream id: Int32) {
-        guard let s = streams[id], let c = s.connection, !c.closed else { return }
+        guard let s = streams[id], let e = s.exchange, !e.closed else { return }
         s.requestEnd()
-        c.readLoop()
+        s.resumeInput()
     }
 
     func h2StreamClosed(stream id: Int32, errorCode: UInt32) {
         guard let s = streams.removeValue(forKey: id) else { return }
         s.sessionClosed = true
-        s.connection?.close()   // reset by the client before its response was done (499), or already gone
+        s.exchange?.close()   // reset by the client before its response was done (499), or already gone
     }
 
     func h2ResponseBody(stream id: Int32, into buffer: UnsafeMutableRawBufferPointer) -> H2BodyRead {

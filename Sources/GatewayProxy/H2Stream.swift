@@ -3,14 +3,14 @@ import GatewayPosix
 import HTTP1
 import HTTP2
 
-/// One HTTP/2 stream: its request handed to its `DownstreamConnection` as an `HTTP1RequestHead` and raw body
-/// bytes, and that connection's response taken as typed parts (`ResponseSink`): the head submitted to nghttp2, the
-/// body queued for nghttp2 to pull. Loop-confined.
-final class H2Stream: ResponseSink {
+/// One HTTP/2 stream and the `ExchangeCarrier` of its own `ProxyExchange`: the request handed over as an
+/// `HTTP1RequestHead` (the parser's checks, no HTTP/1.1 text) and raw body bytes, the response taken as typed parts
+/// (`ResponseSink`): the head submitted to nghttp2, the body queued for nghttp2 to pull. Loop-confined.
+final class H2Stream: ResponseSink, ExchangeCarrier {
     let id: Int32
     unowned(unsafe) let mux: H2Mux
     /// The stream's exchange (nil once it is finished; the stream may still be sending the body's tail).
-    var connection: DownstreamConnection?
+    var exchange: ProxyExchange?
     /// nghttp2 closed the stream (done, or reset by the client).
     var sessionClosed = false
     /// The response is complete but the request body is not: it is dropped until then (0: not discarding).
@@ -18,8 +18,10 @@ final class H2Stream: ResponseSink {
 
     /// END_STREAM arrived: the request body is complete once its connection has taken what is buffered.
     private(set) var requestEnded: Bool
-    /// Request-body bytes handed to the connection and not yet given back to the client's window.
+    /// Request-body bytes handed to the exchange and not yet given back to the client's window.
     private var unacknowledged = 0
+    /// Request-body bytes the exchange has not taken yet.
+    private let input = ByteBuffer(capacity: 0)
 
     private let body = ByteBuffer(capacity: 0)
     private var headSubmitted = false
@@ -36,8 +38,11 @@ final class H2Stream: ResponseSink {
         self.requestEnded = requestEnded
     }
 
-    /// Response bytes not yet taken by nghttp2 (the connection's backpressure counts them).
-    var queuedBytes: Int { body.readableBytes }
+    /// Response bytes not yet taken by nghttp2 (the exchange's backpressure counts them).
+    var pendingOutput: Int { body.readableBytes }
+    /// nghttp2 pulls the body itself: nothing waits for a flush.
+    var unflushedOutput: Int { 0 }
+    var hasBufferedInput: Bool { !input.isEmpty }
 
     // MARK: the request
 
@@ -48,16 +53,52 @@ final class H2Stream: ResponseSink {
                                   fields: head.fields, hasBody: !endStream, limits: limits)
     }
 
-    func requestData(_ bytes: UnsafeRawBufferPointer, into out: ByteBuffer) {
+    /// Serves the stream's request (its head as the HTTP/1.1 checks read it; `headBytes`: its size on the wire).
+    func start(_ head: Result<HTTP1RequestHead, HTTP1ParseError>, headBytes: Int) {
+        guard let e = exchange else { return }
+        e.arm(.header)
+        _ = e.http.headBytesArrived()
+        switch head {
+        case .success(let head):
+            e.exchange.bytesIn = headBytes
+            e.beginRequest(head)
+            if !e.closed { resumeInput() }
+        case .failure(let error):
+            e.respondLocal(.parseError(status: error.status, code: error.code.rawValue), close: true)
+        }
+    }
+
+    func requestData(_ bytes: UnsafeRawBufferPointer) {
         guard !bytes.isEmpty else { return }
         unacknowledged += bytes.count
-        out.append(bytes)
+        input.append(bytes)
     }
 
     func requestEnd() { requestEnded = true }
 
-    /// After the connection read its input: the body bytes it took on open the client's window again.
-    func acknowledge(remaining: Int) {
+    /// Hands the exchange the body as it arrived (nghttp2 checked it against its `content-length`); what it takes
+    /// opens the client's window again.
+    func resumeInput() {
+        guard let e = exchange else { return }
+        while !e.closed && e.http.takesBody {
+            if input.isEmpty {
+                guard requestEnded else {
+                    e.exchange.upstream?.flush()
+                    break
+                }
+                if e.requestBodyEnded() { continue }
+                break
+            }
+            let n = input.readableBytes
+            e.forwardBody(input.readable)
+            input.consume(n)
+            e.exchange.bytesIn += n
+        }
+        if !e.closed { acknowledge(remaining: input.readableBytes) }
+    }
+
+    /// The body bytes the exchange took open the client's window again.
+    private func acknowledge(remaining: Int) {
         let taken = unacknowledged - min(unacknowledged, remaining)
         guard taken > 0 else { return }
         unacknowledged -= taken
@@ -73,6 +114,7 @@ final class H2Stream: ResponseSink {
     /// HTTP/2 has no 100-continue here: `expect` is not taken from the stream's head.
     func sendContinue(request: HTTP1RequestHead) -> Bool { false }
 
+    /// `closeAfter` is the HTTP/1.1 connection's matter: a stream ends with its response either way.
     func sendHead(_ response: HTTP1ResponseHead, request: HTTP1RequestHead, closeAfter: inout Bool) {
         // Names lower-cased into one buffer, values beside them; framing and connection-specific fields left out.
         var list = FieldList(capacity: response.bytes.count, count: response.fields.count)
@@ -133,7 +175,19 @@ final class H2Stream: ResponseSink {
     }
 
     /// The exchange has written: let nghttp2 pull the frames.
-    func flush() { mux.requestFlush() }
+    func flushOut() {
+        mux.requestFlush()
+        if let e = exchange, !e.closed { e.outputMoved(pending: pendingOutput) }
+    }
+
+    func deadlineChanged(_ d: UInt64) {
+        guard d != 0 else { return }
+        mux.worker.loop.scheduleSweep(by: d)
+        mux.owner.streamDeadline(d)
+    }
+
+    /// The response is out: the exchange is over (nghttp2 ends the stream once it has sent the rest).
+    func closingOutputDrained() { exchange?.close() }
 
     /// nghttp2 asks for body bytes.
     func readBody(into buffer: UnsafeMutableRawBufferPointer) -> H2BodyRead {
@@ -143,7 +197,7 @@ final class H2Stream: ResponseSink {
         if n > 0 {
             buffer.baseAddress!.copyMemory(from: body.readable.baseAddress!, byteCount: n)
             body.consume(n)
-            if body.isEmpty { body.clear(); wantsDrainNotice = connection != nil }
+            if body.isEmpty { body.clear(); wantsDrainNotice = exchange != nil }
         }
         if body.isEmpty && responseEnded {
             if !requestEnded && discardUntil == 0 {
@@ -163,10 +217,10 @@ final class H2Stream: ResponseSink {
         return .bytes(n, end: false)
     }
 
-    /// After `send`: the queue emptied, so the connection's backpressure may lift.
+    /// After `send`: the queue emptied, so the exchange's backpressure may lift.
     func bodyTaken() {
-        guard let c = connection, !c.closed else { return }
-        c.flushOut()
+        guard let e = exchange, !e.closed else { return }
+        flushOut()
     }
 
     /// The response cannot be completed: reset the stream (the client sees an error, not a short body).
@@ -175,12 +229,12 @@ final class H2Stream: ResponseSink {
         body.clear()
         if !sessionClosed { mux.session.reset(stream: id, code: .internalError) }
         mux.requestFlush()
-        connection?.close()
+        exchange?.close()
     }
 
-    /// The stream's connection closed: give back the window of what it never read; reset an unfinished response.
-    func connectionClosed() {
-        connection = nil
+    /// The stream's exchange closed: give back the window of what it never read; reset an unfinished response.
+    func exchangeClosed() {
+        exchange = nil
         if unacknowledged > 0 {
             mux.session.consume(stream: id, unacknowledged)
             unacknowledged = 0

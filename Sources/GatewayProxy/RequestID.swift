@@ -68,7 +68,7 @@ enum RequestID {
     }
 }
 
-extension DownstreamConnection {
+extension ProxyExchange {
     /// Calls `body` with the current request's id bytes.
     func withRequestID<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
         switch exchange.requestID {

@@ -59,7 +59,7 @@ struct RequestTarget {
     }
 }
 
-extension DownstreamConnection {
+extension ProxyExchange {
     /// The path (no query) a request is routed on: the canonical one, else the target as sent in origin form.
     /// `raw` is `head.bytes` (the caller holds it, so the head is not copied here).
     @inline(__always)

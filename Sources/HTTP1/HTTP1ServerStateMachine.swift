@@ -23,8 +23,6 @@ public struct HTTP1ServerStateMachine: Sendable, Equatable {
         case header
         /// `idle_timeout`: between requests, and while a body or the response makes no progress.
         case idle
-        /// The lingering close's bound.
-        case linger
     }
 
     public private(set) var phase = Phase.awaitingHead

@@ -51,7 +51,7 @@ def line(columns: list, cells: dict[str, str]) -> str:
 def table(columns: list, names: list[str]) -> tuple[list, str]:
     """The columns with the name column as wide as the longest name (`@base` can make it wider), and the header."""
     head, attr, width, *rest = columns[0]
-    columns = [(head, attr, -max(-width, *map(len, names)), *rest), *columns[1:]]
+    columns = [(head, attr, -max([-width, *map(len, names)]), *rest), *columns[1:]]
     rule = "|".join("-" * (abs(c[2]) + 2) for c in columns[:-1]) + "|" + "-" * (len(columns[-1][0]) + 1)
     return columns, line(columns, {attr: head for head, attr, *_ in columns}) + "\n|" + rule
 

@@ -8,7 +8,7 @@ import GatewayPosix
 
 /// The App Attest registration endpoints (PROTOCOL.md "App Attest registration"): one-time challenges, and
 /// attestations verified against the pinned root and stored as keys with counter 0.
-extension DownstreamConnection {
+extension ProxyExchange {
     func beginRegistration(_ head: HTTP1RequestHead, _ endpoint: (action: RegistrationEndpoints.Action, verifier: AppAttestVerifier)) {
         exchange.registration = endpoint
         guard head.methodIs("POST") else {

@@ -9,7 +9,7 @@ import Observability
 import GatewayCrypto
 import StateStore
 
-extension DownstreamConnection {
+extension ProxyExchange {
     /// The verifiers have decided: reject (enforce mode), consume limited-use credentials, or forward.
     func verificationDecided(_ head: HTTP1RequestHead, route: CompiledRoute, plan: Authenticator,
                              _ decision: VerificationDecision) {
@@ -50,7 +50,7 @@ extension DownstreamConnection {
             respondLocal(.verifierUnavailable(), close: head.framing != .none || !head.keepAlive)
             return
         }
-        let finish: (DownstreamConnection, [Result<Bool, StateStoreError>]) -> Void = { conn, results in
+        let finish: (ProxyExchange, [Result<Bool, StateStoreError>]) -> Void = { conn, results in
             conn.consumed(head, route: route, plan: plan, plan.consumed(results, verifiers: owners, decision: decision,
                                                                         allowWhenUnavailable: state.allowWhenUnavailable))
         }
@@ -124,7 +124,7 @@ extension DownstreamConnection {
             exchange.heldBody = nil
             defer { held.dropBytes(); exchange.forwardedHeldBody = held }
             held.bytes.withUnsafeBytes { up.sendBody($0, chunked: exchange.requestChunked) }
-            deadline = 0
+            clearDeadline()
             up.sendBodyEnd(chunked: exchange.requestChunked)
             return
         }
@@ -132,7 +132,7 @@ extension DownstreamConnection {
             sendContinueIfExpected(head)
             setDeadline(worker.loop.now + worker.idleTimeout)
         } else {
-            deadline = 0
+            clearDeadline()
         }
         // The head goes out with the first body bytes (or alone) when processing of this read ends.
         if !hasBody { up.flush() }
@@ -178,8 +178,7 @@ extension DownstreamConnection {
     func upstreamCanTakeMore() {
         guard http.bodyPaused else { return }
         http.pauseBody(false)
-        process()
-        if readable { readLoop() }
+        carrier.resumeInput()
     }
 
     /// A pooled connection failed before sending a byte: move the request to a fresh connection.

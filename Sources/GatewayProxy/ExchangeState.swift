@@ -3,8 +3,8 @@ import GatewayCrypto
 import HTTP1
 import Synchronization
 
-/// The state of the request a client connection is serving now (one at a time; pipelined ones wait).
-struct Exchange {
+/// What a `ProxyExchange` knows about the request it is serving now (reset between requests).
+struct ExchangeState {
     var head: HTTP1RequestHead? = nil
     /// The canonical target when it differs from the one sent (routed on, forwarded, logged).
     var canonicalTarget: [UInt8]? = nil

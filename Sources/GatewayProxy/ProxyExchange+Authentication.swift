@@ -9,7 +9,7 @@ import GatewayPosix
 /// Runs a route's Authenticator for the request in progress: the verifiers' steps that leave the loop (the state
 /// store, calls to Apple, the whole body) are run here generically, the request waiting unread meanwhile; every
 /// decision about credentials is the Authenticator's.
-extension DownstreamConnection {
+extension ProxyExchange {
     /// Worker threads for calls that block (Apple's and Google's servers, attestation chains).
     static let blockingQueue = DispatchQueue(label: "attest-gateway.blocking", attributes: .concurrent)
 
@@ -115,10 +115,10 @@ extension DownstreamConnection {
     // MARK: off the loop
 
     /// Runs `work` on the state queue (in arrival order with the other state work); `then` runs on the loop
-    /// unless the connection closed meanwhile; afterwards the connection goes on with what is buffered.
+    /// unless the exchange closed meanwhile; afterwards the exchange goes on with what its carrier has buffered.
     func offLoop<Value>(_ state: StateService, _ operation: String,
                         _ work: @escaping @Sendable (AttestationStateStore) -> Result<Value, StateStoreError>,
-                        then: @escaping (DownstreamConnection, Result<Value, StateStoreError>) -> Void) {
+                        then: @escaping (ProxyExchange, Result<Value, StateStoreError>) -> Void) {
         waitOffLoop()
         state.call(operation, loop: worker.loop, owner: self, work) { conn, result in
             guard conn.backOnLoop() else { return }
@@ -129,7 +129,7 @@ extension DownstreamConnection {
 
     /// Runs `work` on `queue` (work that may block); `then` as above.
     func offLoop<Value>(_ queue: DispatchQueue, _ work: @escaping @Sendable () -> Value,
-                        then: @escaping (DownstreamConnection, Value) -> Void) {
+                        then: @escaping (ProxyExchange, Value) -> Void) {
         waitOffLoop()
         let loop = worker.loop
         // (Two boxes, not one tuple: destructuring a tuple of a class and a closure here crashes Swift 6.3's optimizer.)
@@ -148,10 +148,10 @@ extension DownstreamConnection {
     /// The request waits (its body unread, no deadline: the off-loop work has its own timeouts).
     func waitOffLoop() {
         http.awaitWork(true)
-        deadline = 0
+        clearDeadline()
     }
 
-    /// False when the connection closed or the exchange moved on while the work ran.
+    /// False when the exchange closed or the exchange moved on while the work ran.
     func backOnLoop() -> Bool {
         guard !closed, http.awaitingWork else { return false }
         http.awaitWork(false)
@@ -160,7 +160,6 @@ extension DownstreamConnection {
 
     /// After work off the loop finished: go on with what is buffered and what the socket has.
     func resumeAfterStateWork() {
-        if !closed && (http.phase == .exchanging || http.phase == .awaitingHead) { process() }
-        if !closed && readable { readLoop() }
+        if !closed && (http.phase == .exchanging || http.phase == .awaitingHead) { carrier.resumeInput() }
     }
 }

@@ -9,7 +9,7 @@ import Observability
 import GatewayCrypto
 import StateStore
 
-extension DownstreamConnection {
+extension ProxyExchange {
     // MARK: the response
 
     func upstreamResponseHead(_ response: HTTP1ResponseHead) {
@@ -35,12 +35,12 @@ extension DownstreamConnection {
 
     func upstreamResponseBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
         sink.sendBody(bytes)
-        if outBuf.readableBytes >= 64 * 1024 {
+        if carrier.unflushedOutput >= 64 * 1024 {
             flushOut()
             if closed { return true }
         }
         // (An HTTP/2 stream's body goes to its queue at once, so the queue is what fills up.)
-        return pendingOutput >= worker.highWater
+        return carrier.pendingOutput >= worker.highWater
     }
 
     func upstreamResponseEnd(from up: UpstreamConnection, reusable: Bool) {
@@ -55,8 +55,7 @@ extension DownstreamConnection {
     /// After an exchange ended from the upstream's side: serve pipelined requests already buffered, then read on.
     private func continueWithBufferedRequests() {
         guard !closed, http.phase == .awaitingHead else { return }
-        process()
-        if readable && !closed { readLoop() }
+        carrier.resumeInput()
     }
 
     func upstreamFailed(_ failure: UpstreamFailure) {
@@ -89,14 +88,14 @@ extension DownstreamConnection {
     private func finishExchange() {
         logExchange(status: exchange.status)
         if worker.draining { http.closeAfterResponse() }
-        switch http.exchangeEnded(buffered: !inBuf.isEmpty) {
+        switch http.exchangeEnded(buffered: carrier.hasBufferedInput) {
         case .close:
             flushOut()
             if !closed { arm(.idle) }   // the client has idle_timeout to take the rest
         case .nextRequest(let next):
             flushOut()
             if closed { return }
-            exchange = Exchange()
+            exchange = ExchangeState()
             arm(next)
         }
     }
@@ -135,7 +134,7 @@ extension DownstreamConnection {
                                    path: path,
                                    status: status, upstreamStatus: exchange.upstreamStatus, bytesIn: exchange.bytesIn,
                                    bytesOut: bytesOut, verdict: verdict, reason: exchange.reason?.code, requestID: id,
-                                   protocol: stream != nil ? "HTTP/2" : head.version == .http10 ? "HTTP/1.0" : "HTTP/1.1")
+                                   protocol: http2 ? "HTTP/2" : head.version == .http10 ? "HTTP/1.0" : "HTTP/1.1")
                     }
                 }
             } else {
@@ -148,12 +147,4 @@ extension DownstreamConnection {
             }
         }
     }
-}
-
-extension DownstreamConnection {
-    /// The configuration of the request in progress (the current one between requests).
-    var gen: LoopGeneration { exchange.generation ?? worker.current }
-
-    /// The label for "no route" and "no verifier decided".
-    static let noRouteMetric = MetricNames.shared.id("-")
 }

@@ -10,7 +10,7 @@ import Observability
 ///
 /// Where the original method, URI and host come from is `forward_auth.source` (ForwardAuthTarget.read); the route
 /// is matched on the canonical path, as for a request the gateway receives itself.
-extension DownstreamConnection {
+extension ProxyExchange {
     /// `prefixLength`: the length of `forward_auth.path`, which the call's path starts with.
     func beginForwardAuth(_ head: HTTP1RequestHead, prefixLength: Int) {
         let runtime = gen.runtime
@@ -66,12 +66,12 @@ extension DownstreamConnection {
     }
 }
 
-extension DownstreamConnection {
+extension ProxyExchange {
     /// The access log line of a forward-auth call: the original request it asked about (its method and canonical
     /// path), since the call's own line is always the endpoint.
     func logForwardAuthCheck(_ original: ForwardAuthTarget, log: AccessLog, route: [UInt8], status: Int, bytesOut: Int,
                              verdict: StaticString) {
-        let proto: StaticString = stream != nil ? "HTTP/2" : exchange.head?.version == .http10 ? "HTTP/1.0" : "HTTP/1.1"
+        let proto: StaticString = http2 ? "HTTP/2" : exchange.head?.version == .http10 ? "HTTP/1.0" : "HTTP/1.1"
         withRequestID { id in
             original.method.withUnsafeBytes { method in
                 original.canonical.withUnsafeBytes { target in

@@ -9,115 +9,17 @@ import Observability
 import GatewayCrypto
 import StateStore
 
-extension DownstreamConnection {
-    // MARK: parsing requests
-
-    /// Feeds buffered input to the parser until it needs more, an exchange waits on the upstream, or the
-    /// connection is closing.
-    func process() {
-        if let mux {
-            mux.input(inBuf)
-            return
-        }
-        if let stream {
-            processStreamBody(stream)
-            return
-        }
-        while !closed {
-            switch http.phase {
-            case .awaitingHead:
-                if inBuf.isEmpty { return }
-                if !http.sawRequestBytes && stream == nil {
-                    switch checkH2CPreface() {
-                    case .some(true):
-                        startHTTP2()
-                        if let mux, !closed { mux.input(inBuf) }
-                        return
-                    case nil:
-                        return   // the start of the h2c preface, maybe: wait for the rest
-                    case .some(false):
-                        break
-                    }
-                }
-                if let d = http.headBytesArrived() { arm(d) }
-                switch parser.next(inBuf.readable) {
-                case .needMore(let consumed):
-                    inBuf.consume(consumed)
-                    return
-                case .head(let head, let consumed):
-                    inBuf.consume(consumed)
-                    exchange.bytesIn = consumed
-                    beginRequest(head)
-                case .error(let error):
-                    respondLocal(.parseError(status: error.status, code: error.code.rawValue), close: true)
-                    return
-                case .end(let consumed):
-                    inBuf.consume(consumed)   // defensive: a body-less request's end is taken in beginRequest
-                case .body:
-                    return
-                }
-            case .exchanging:
-                guard http.takesBody else { return }
-                switch parser.next(inBuf.readable) {
-                case .needMore(let consumed):
-                    inBuf.consume(consumed)
-                    exchange.bytesIn += consumed
-                    exchange.upstream?.flush()
-                    return
-                case .body(let range, let consumed):
-                    forwardBody(UnsafeRawBufferPointer(rebasing: inBuf.readable[range]))
-                    inBuf.consume(consumed)
-                    exchange.bytesIn += consumed
-                case .end(let consumed):
-                    inBuf.consume(consumed)
-                    exchange.bytesIn += consumed
-                    if requestBodyEnded() { continue }
-                    return
-                case .error(let error):
-                    if http.parseError() == .cut {
-                        close()
-                    } else {
-                        abortUpstream()
-                        respondLocal(.parseError(status: error.status, code: error.code.rawValue), close: true)
-                    }
-                    return
-                case .head:
-                    return
-                }
-            case .closing, .lingering:
-                return
-            }
-        }
-    }
-
-    /// An HTTP/2 stream's body, as it arrived (nghttp2 checked it against its `content-length`).
-    private func processStreamBody(_ stream: H2Stream) {
-        while !closed && http.takesBody {
-            if inBuf.isEmpty {
-                guard stream.requestEnded else {
-                    exchange.upstream?.flush()
-                    return
-                }
-                if requestBodyEnded() { continue }
-                return
-            }
-            let n = inBuf.readableBytes
-            forwardBody(inBuf.readable)
-            inBuf.consume(n)
-            exchange.bytesIn += n
-        }
-    }
-
+extension ProxyExchange {
     /// The whole request body has been read: send the end on, or verify a held body; true when a held body was
     /// completed (the caller goes on: the exchange has moved).
-    private func requestBodyEnded() -> Bool {
+    func requestBodyEnded() -> Bool {
         http.bodyEnded()
         if exchange.heldBody != nil && exchange.upstream == nil {
             heldBodyComplete()
             return true
         }
         exchange.upstream?.sendBodyEnd(chunked: exchange.requestChunked)
-        if pendingOutput == 0 { deadline = 0 }
+        if carrier.pendingOutput == 0 { clearDeadline() }
         return false
     }
 
@@ -164,10 +66,6 @@ extension DownstreamConnection {
             }
         }
         http.headReceived(keepAlive: head.keepAlive, hasBody: hasBody)
-        if !hasBody && stream == nil {
-            // A body-less request is complete with its head: take the parser's end event now.
-            if case .end = parser.next(UnsafeRawBufferPointer(start: nil, count: 0)) {}
-        }
         if let registration {
             beginRegistration(head, registration)
             return
