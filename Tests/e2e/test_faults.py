@@ -153,9 +153,14 @@ def upf(module_factory):
     iss = module_factory.dev_issuer()
     faulty = FaultyUpstream()
     up = module_factory.upstream(faulty, name="faulty")
-    dead_port = free_port()                                        # nothing listens there (yet)
+    # The black hole first: it binds port 0 and could otherwise be given the dead port that free_port has just
+    # let go (the dead upstream then hangs instead of refusing). The gateway's port must not be that one either.
     blackhole = Blackhole()
     module_factory.items.append(blackhole)
+    dead_port = free_port()                                        # nothing listens there (yet)
+    gw_port = free_port()
+    while gw_port == dead_port:
+        gw_port = free_port()
     state = {"backend": "sqlite", "path": str(module_factory.tmp / "upf" / "state.db"), "timeout": "250ms"}
     ups = {"faulty": {"url": up.url, "response_timeout": "1s"},
            "dead": {"url": f"http://127.0.0.1:{dead_port}", "response_timeout": "1s"},
@@ -171,7 +176,7 @@ def upf(module_factory):
          "verify": []},
         {"name": "plain", "match": {"path_prefix": "/"}, "upstream": "faulty", "verify": []},
     ]
-    gw = module_factory.gateway(gateway_config(free_port(), ups, routes=routes, state=state,
+    gw = module_factory.gateway(gateway_config(gw_port, ups, routes=routes, state=state,
                                                verifiers={"fb": app_check_verifier(iss.jwks_url)}), workers=1)
     poll(lambda: get(gw.port, "/lu/ready", iss.token(limited_use=True)), (200, None), 10, what="key set loaded")
     return SimpleNamespace(gw=gw, up=up, faulty=faulty, iss=iss, dead_port=dead_port, factory=module_factory)
