@@ -15,7 +15,6 @@ final class DownstreamConnection: LoopHandler, ExchangeCarrier {
     let transport: SocketTransport
     /// The worker outlives its connections (it closes them all before it goes), so no reference counting here.
     unowned(unsafe) let worker: ProxyWorker
-    let clientAddress: [UInt8]
     let inBuf: ByteBuffer
     let outBuf: ByteBuffer
     var parser: HTTP1RequestParser
@@ -27,10 +26,6 @@ final class DownstreamConnection: LoopHandler, ExchangeCarrier {
     /// HTTP/2: when an idle connection (no streams) closes.
     var muxIdleUntil: UInt64 = 0
 
-    /// The request arrived over TLS (X-Forwarded-Proto https).
-    let https: Bool
-    /// The peer is one of the listener's `trusted_proxies`: its forwarding headers are kept and appended to.
-    let trustedPeer: Bool
     /// HTTP/2 on this connection's socket, once negotiated.
     var mux: H2Mux? = nil
     /// A plaintext `http2: true` listener, before the first request: the h2c preface may still come.
@@ -50,9 +45,6 @@ final class DownstreamConnection: LoopHandler, ExchangeCarrier {
         // Readable from the start: the request may be queued already when the connection is accepted (start() reads).
         transport = SocketTransport(socket: socket, tls: tls, readable: true, writable: true)
         self.worker = worker
-        self.clientAddress = clientAddress
-        self.trustedPeer = trustedPeer
-        https = tls != nil
         h2cPossible = http2 && tls == nil
         alpnPending = http2 && tls != nil
         inBuf = ByteBuffer(capacity: 16 * 1024)

@@ -53,7 +53,7 @@ final class H2Mux: H2SessionDelegate {
         failed = true
         guard let why = session.failure else { return }
         ProcessMetrics.shared.h2ConnectionClosed(reason: why.label)
-        let client = String(decoding: owner.clientAddress, as: UTF8.self)
+        let client = String(decoding: owner.proxy.clientAddress, as: UTF8.self)
         if case .flood = why {
             Logger.warn("h2: connection closed", ["reason": why.description, "client": client])
         } else {
@@ -121,8 +121,9 @@ final class H2Mux: H2SessionDelegate {
 
     func h2Request(stream id: Int32, head: H2RequestHead, endStream: Bool) {
         let s = H2Stream(id: id, mux: self, requestEnded: endStream)
-        let e = ProxyExchange(worker: worker, clientAddress: owner.clientAddress, https: owner.https,
-                              trustedPeer: owner.trustedPeer, http2: true, sink: s)
+        let client = owner.proxy   // the connection's own exchange knows the client (unused itself once h2 runs)
+        let e = ProxyExchange(worker: worker, clientAddress: client.clientAddress, https: client.https,
+                              trustedPeer: client.trustedPeer, http2: true, sink: s)
         e.attach(to: s)
         s.exchange = e
         streams[id] = s

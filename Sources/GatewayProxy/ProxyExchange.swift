@@ -60,7 +60,8 @@ final class ProxyExchange: UpstreamClient {
     /// The current request's generated id, formatted (`RequestID.generated`).
     let generatedRequestID = UnsafeMutableRawPointer.allocate(byteCount: RequestIDGenerator.length, alignment: 1)
     private(set) var closed = false
-    /// When `timedOut` is due (monotonic milliseconds, 0 = none).
+    /// When `timedOut` is due (monotonic milliseconds, 0 = none), as last set by the exchange. H2Mux reads it for
+    /// its streams; an HTTP/1.1 connection keeps its own (`deadline`, which also covers lingering) instead.
     private(set) var deadline: UInt64 = 0
 
     init(worker: ProxyWorker, clientAddress: [UInt8], https: Bool, trustedPeer: Bool, http2: Bool, sink: any ResponseSink) {
