@@ -1,7 +1,8 @@
 /// The `routes` section: an ordered list, first match wins.
 extension ConfigLoader {
     static let routeKeys = ["name", "match", "upstream", "verify", "require_all", "limited_use", "max_risk_metric",
-                            "mode", "strip_token_headers", "max_body_bytes"]
+                            "mode", "strip_token_headers", "max_body_bytes", "websocket", "cors_preflight",
+                            "stream_idle_timeout"]
 
     static func decodeRoutes(_ top: MappingReader, upstreams: Set<String>, verifiers: [String: String?],
                              limits: LimitsConfig, paths: PathsConfig) -> [RouteConfig] {
@@ -27,6 +28,9 @@ extension ConfigLoader {
             let maxRisk = map.int("max_risk_metric", min: 0)
             let mode = map.oneOf("mode", [RouteMode.enforce, .monitor])
             let strip = map.bool("strip_token_headers")
+            let webSocket = map.bool("websocket")
+            let cors = map.oneOf("cors_preflight", [CORSPreflightPolicy.verify, .forward])
+            let streamIdle = map.duration("stream_idle_timeout")
             var maxBody = map.size("max_body_bytes", positive: false)
             if let bytes = maxBody, bytes > limits.maxBodyBytes {
                 // Routes may only lower the global limit: the connection layer enforces the global one first.
@@ -51,6 +55,9 @@ extension ConfigLoader {
             if let mode { route.mode = mode }
             if let strip { route.stripTokenHeaders = strip }
             route.maxBodyBytes = maxBody
+            if let webSocket { route.webSocket = webSocket }
+            if let cors { route.corsPreflight = cors }
+            if let streamIdle { route.streamIdleTimeoutMillis = streamIdle }
             routes.append(DecodedRoute(config: route, node: item, path: map.path))
         }
         checkShadowing(routes, context: top.context)

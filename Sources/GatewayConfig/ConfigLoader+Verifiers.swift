@@ -51,7 +51,8 @@ extension ConfigLoader {
 
     static func decodeAppCheck(_ map: MappingReader) -> AppCheckVerifierConfig? {
         map.rejectUnknownKeys(allowed: ["type", "project_number", "project_id", "app_ids", "jwks_url", "jwks_file",
-                                        "jwks_max_age", "clock_skew", "header", "verified_token_cache_size"])
+                                        "jwks_max_age", "clock_skew", "header", "verified_token_cache_size",
+                                        "token_query_parameter"])
         var projectNumber = map.string("project_number", required: true)
         if let number = projectNumber, ConfigValue.decimal(Substring(number)) == nil {
             map.report("must be a string of digits", key: "project_number")
@@ -68,6 +69,12 @@ extension ConfigLoader {
         let skew = map.duration("clock_skew", positive: false)
         let header = map.headerName("header")
         let cacheSize = map.int("verified_token_cache_size", min: 0)
+        var queryParameter = map.nonEmptyString("token_query_parameter")
+        if let name = queryParameter, !name.utf8.allSatisfy(ConfigValue.isQueryNameByte) {
+            // Compared byte for byte with the query as sent: a name that needs percent-encoding would never match.
+            map.report("invalid query parameter name \"\(name)\" (letters, digits, \"-._~\")", key: "token_query_parameter")
+            queryParameter = nil
+        }
 
         guard let projectNumber else { return nil }
         var config = AppCheckVerifierConfig(projectNumber: projectNumber)
@@ -79,6 +86,7 @@ extension ConfigLoader {
         if let maxAge { config.jwksMaxAgeMillis = maxAge }
         if let skew { config.clockSkewMillis = skew }
         if let header { config.header = header }
+        config.tokenQueryParameter = queryParameter
         return config
     }
 

@@ -95,6 +95,16 @@ public enum ConfigValue {
         !s.isEmpty && s.utf8.allSatisfy(isTokenChar)
     }
 
+    /// An unreserved URI character (RFC 3986 2.3): what a query parameter name may hold unencoded.
+    static func isQueryNameByte(_ c: UInt8) -> Bool {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"):
+            return true
+        default:
+            return "-._~".utf8.contains(c)
+        }
+    }
+
     /// An RFC 9110 token (method names).
     static func isToken(_ s: String) -> Bool { isHeaderName(s) }
 

@@ -132,6 +132,9 @@ public struct AppCheckVerifierConfig: Sendable, Equatable {
     /// Extension: verified tokens remembered per event loop (by SHA-256) so a repeated token skips the RSA check;
     /// 0 turns the cache off.
     public var verifiedTokenCacheSize: Int = 10_000
+    /// `token_query_parameter`: on WebSocket handshakes only (browsers cannot set headers there), the token may come
+    /// from this query parameter instead of `header`; it is removed from the target before routing and forwarding.
+    public var tokenQueryParameter: String?
     public init(projectNumber: String) { self.projectNumber = projectNumber }
 }
 
@@ -203,6 +206,14 @@ public struct VerifierConfig: Sendable, Equatable {
 
 public enum RouteMode: String, Sendable, Equatable { case enforce, monitor }
 
+/// `cors_preflight`: what a CORS preflight (OPTIONS with Origin and Access-Control-Request-Method, no body) gets.
+public enum CORSPreflightPolicy: String, Sendable, Equatable {
+    /// Like any request: the route's methods and verifiers apply (the default).
+    case verify
+    /// Forwarded unverified to the upstream, which answers CORS itself, whatever `match.methods` says.
+    case forward
+}
+
 public enum PathMatch: Sendable, Equatable {
     case exact(String)
     case prefix(String)
@@ -232,6 +243,11 @@ public struct RouteConfig: Sendable, Equatable {
     public var stripTokenHeaders: Bool = true
     /// nil = the global limits.maxBodyBytes.
     public var maxBodyBytes: Int?
+    /// `websocket`: RFC 6455 upgrades allowed (else a handshake gets 400 `upgrade_not_allowed`).
+    public var webSocket: Bool = false
+    public var corsPreflight: CORSPreflightPolicy = .verify
+    /// `stream_idle_timeout`: the idle limit of a WebSocket tunnel (and of gRPC calls), instead of response_timeout.
+    public var streamIdleTimeoutMillis: Int = 300_000
     public init(name: String, match: RouteMatchConfig, upstream: String) {
         self.name = name; self.match = match; self.upstream = upstream
     }

@@ -34,6 +34,10 @@ final class DownstreamConnection: LoopHandler, ExchangeCarrier {
     private var alpnPending: Bool
     /// Inside the HTTP/2 write loop (streams asking for a flush then only flag it).
     var flushing = false
+    /// After a WebSocket handshake's 101: the relay that gets this connection's events.
+    var tunnel: Tunnel? = nil
+    /// The 101 head's length (the access log's bytes out).
+    var tunnelHeadBytes = 0
 
     /// Response bytes not yet on the wire (plaintext waiting, plus ciphertext waiting on a TLS connection).
     var pendingOutput: Int { outBuf.readableBytes + transport.unsentCiphertext }
@@ -81,6 +85,7 @@ final class DownstreamConnection: LoopHandler, ExchangeCarrier {
 
     func onEvents(_ events: UInt32) {
         if closed { return }
+        if let tunnel { tunnel.clientEvents(events); return }
         if events & IOEvents.error != 0 { close(); return }
         if events & IOEvents.writable != 0 {
             transport.writable = true
@@ -96,6 +101,7 @@ final class DownstreamConnection: LoopHandler, ExchangeCarrier {
 
     func onTimeout(now: UInt64) {
         if closed { return }
+        if let tunnel { tunnel.timedOut(now: now); return }
         if let mux {
             mux.streamTimeouts(now: now)
             if closed { return }

@@ -45,6 +45,10 @@ struct ExchangeState {
     var forwardMicros: UInt64 = 0
     /// A forward-auth call: the original request it asks about (answered, never forwarded).
     var forwardAuth: ForwardAuthTarget? = nil
+    /// A WebSocket handshake the route allows: forwarded with the switch, tunneled after the upstream's 101.
+    var webSocket = false
+    /// Bytes the client got past the sink (a tunnel's 101 head and frames), for the access log.
+    var extraBytesOut = 0
     /// The registration endpoint this request is for.
     var registration: (action: RegistrationEndpoints.Action, verifier: AppAttestVerifier)? = nil
 }

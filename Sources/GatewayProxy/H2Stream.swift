@@ -189,6 +189,9 @@ final class H2Stream: ResponseSink, ExchangeCarrier {
     /// The response is out: the exchange is over (nghttp2 ends the stream once it has sent the rest).
     func closingOutputDrained() { exchange?.close() }
 
+    /// HTTP/2 has no WebSocket handshake of RFC 6455's form (extended CONNECT, RFC 8441, is not offered).
+    func switchProtocols(_ response: HTTP1ResponseHead, upstream: UpstreamConnection, route: CompiledRoute) -> Bool { false }
+
     /// nghttp2 asks for body bytes.
     func readBody(into buffer: UnsafeMutableRawBufferPointer) -> H2BodyRead {
         wantsDrainNotice = false

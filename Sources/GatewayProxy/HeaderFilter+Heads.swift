@@ -14,7 +14,7 @@ extension HeaderFilter {
                                           strip: [[UInt8]] = [], extra: UnsafeRawBufferPointer? = nil,
                                           requestID: UnsafeRawBufferPointer? = nil, https: Bool = false,
                                           target canonical: [UInt8]? = nil, authority: Range<Int>? = nil,
-                                          trustedPeer: Bool = false, to out: ByteBuffer) {
+                                          trustedPeer: Bool = false, upgrade: Bool = false, to out: ByteBuffer) {
         head.bytes.withUnsafeBytes { raw in
             out.append(UnsafeRawBufferPointer(rebasing: raw[head.method]))
             out.append(byte: UInt8(ascii: " "))
@@ -98,9 +98,27 @@ extension HeaderFilter {
                 out.append(requestID)
                 out.append("\r\n" as StaticString)
             }
+            if upgrade {
+                // A WebSocket handshake the route allows: the one protocol switch the gateway forwards, spelled
+                // canonically (the client's Upgrade and Connection fields are hop-by-hop and were dropped above).
+                out.append("Connection: Upgrade\r\nUpgrade: websocket\r\n" as StaticString)
+            }
             if let extra { out.append(extra) }
             out.append("\r\n" as StaticString)
         }
+    }
+
+    /// The upstream's 101 for the client: its end-to-end fields (Sec-WebSocket-Accept, -Protocol, -Extensions,
+    /// cookies) and the switch itself, spelled canonically.
+    static func appendSwitchingProtocolsHead(_ head: HTTP1ResponseHead, to out: ByteBuffer) {
+        out.append("HTTP/1.1 101 Switching Protocols\r\n" as StaticString)
+        forEachClientResponseField(head, keepFraming: false) { name, value in
+            out.append(name)
+            out.append(": " as StaticString)
+            out.append(value)
+            out.append("\r\n" as StaticString)
+        }
+        out.append("Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n" as StaticString)
     }
 
     /// Appends the response head for the client. `chunked` re-frames the body; `connection` is the Connection

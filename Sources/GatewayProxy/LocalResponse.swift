@@ -40,6 +40,12 @@ struct LocalResponse {
         .init(status: 400, reasonPhrase: "Bad Request", error: "bad_request", reason: "untrusted_forwarding")
     }
 
+    /// A WebSocket handshake on a route without `websocket: true`, over HTTP/2, or not of the handshake's form
+    /// (RFC 6455 4.1: an HTTP/1.1 GET without a body, Connection: upgrade): refused rather than downgraded.
+    static func upgradeNotAllowed() -> LocalResponse {
+        .init(status: 400, reasonPhrase: "Bad Request", error: "bad_request", reason: "upgrade_not_allowed")
+    }
+
     /// More body bytes held for verification than `limits.max_held_body_bytes` allows, process-wide.
     static func overloaded() -> LocalResponse {
         .init(status: 503, reasonPhrase: "Service Unavailable", error: "unavailable", reason: "overloaded")

@@ -47,6 +47,20 @@ public enum MetricsEndpoint {
         out.histogram("attest_gateway_upstream_response_seconds", "From the request head sent to the response head read, by upstream.",
                       label: "upstream", latency)
 
+        let tunnels = total.tunnels.map { (names.name($0.key), $0.value) }.sorted { $0.0 < $1.0 }
+        out.family("attest_gateway_websocket_tunnels_total", "counter", "WebSocket tunnels opened (upstream answered 101), by route.")
+        for (route, t) in tunnels { out.sample("attest_gateway_websocket_tunnels_total", [("route", route)], t.opened) }
+        out.family("attest_gateway_websocket_tunnels_active", "gauge", "WebSocket tunnels open now, by route.")
+        for (route, t) in tunnels {
+            out.sample("attest_gateway_websocket_tunnels_active", [("route", route)], t.opened &- min(t.opened, t.closed))
+        }
+        out.family("attest_gateway_websocket_bytes_total", "counter",
+                   "Bytes tunneled after the handshake, by route and direction (upstream: from the client; downstream: to it).")
+        for (route, t) in tunnels {
+            out.sample("attest_gateway_websocket_bytes_total", [("route", route), ("direction", "upstream")], t.bytesUpstream)
+            out.sample("attest_gateway_websocket_bytes_total", [("route", route), ("direction", "downstream")], t.bytesDownstream)
+        }
+
         out.family("attest_gateway_active_connections", "gauge", "Open client connections.")
         out.sample("attest_gateway_active_connections", [], UInt64(max(0, budget.current)))
         ProcessMetrics.shared.render(into: &out)

@@ -97,6 +97,7 @@ extension ProxyExchange {
             return
         }
         exchange.upstream = up
+        up.expectsUpgrade = exchange.webSocket
         exchange.requestChunked = head.framing == .chunked
         exchange.forwardMicros = MonotonicClock.nowMicros()
         withRequestID { id in up.sendHead { out in
@@ -112,11 +113,12 @@ extension ProxyExchange {
                                                        strip: plan.stripTokenHeaders ? plan.tokenHeaders : [],
                                                        extra: scratch.readable, requestID: id, https: https,
                                                        target: exchange.canonicalTarget, authority: exchange.authority,
-                                                       trustedPeer: trustedPeer, to: out)
+                                                       trustedPeer: trustedPeer, upgrade: exchange.webSocket, to: out)
             } else {
                 HeaderFilter.appendUpstreamRequestHead(head, basePath: pool.target.basePath, clientAddress: clientAddress,
                                                        requestID: id, https: https, target: exchange.canonicalTarget,
-                                                       authority: exchange.authority, trustedPeer: trustedPeer, to: out)
+                                                       authority: exchange.authority, trustedPeer: trustedPeer,
+                                                       upgrade: exchange.webSocket, to: out)
             }
         } }
         if let held = exchange.heldBody {
@@ -191,6 +193,7 @@ extension ProxyExchange {
             return
         }
         fresh.takeUnsentRequest(from: old)
+        fresh.expectsUpgrade = exchange.webSocket
         exchange.upstream = fresh
         fresh.flush()
     }

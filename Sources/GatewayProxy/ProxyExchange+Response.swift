@@ -118,7 +118,7 @@ extension ProxyExchange {
         let log = worker.accessLog
         guard log.enabled else { return }
         let routeName: [UInt8] = exchange.routeIndex >= 0 ? gen.routes[exchange.routeIndex].jsonName : Array("null".utf8)
-        let bytesOut = sink.bytesOut - exchange.outMark
+        let bytesOut = sink.bytesOut - exchange.outMark + exchange.extraBytesOut
         let verdict = exchange.verdict.text
         if let original = exchange.forwardAuth {   // forward-auth: the original request's line, not the call's
             logForwardAuthCheck(original, log: log, route: routeName, status: status, bytesOut: bytesOut, verdict: verdict)

@@ -25,6 +25,17 @@ extension ProxyExchange {
 
     /// Routes a new request and starts forwarding it, or answers it locally.
     func beginRequest(_ head: HTTP1RequestHead) {
+        var head = head
+        if head.upgradeWebSocket, !gen.runtime.queryTokens.isEmpty,
+           let rewritten = QueryTokenSource.rewrite(head, gen.runtime.queryTokens, limits: gen.runtime.requestLimits) {
+            switch rewritten {
+            case .success(let h): head = h
+            case .failure(let e):
+                exchange.startMicros = MonotonicClock.nowMicros()
+                respondLocal(.parseError(status: e.status, code: e.code.rawValue), close: true)
+                return
+            }
+        }
         exchange.startMicros = MonotonicClock.nowMicros()
         exchange.head = head
         exchange.outMark = sink.bytesOut
@@ -43,6 +54,7 @@ extension ProxyExchange {
         var forwardAuth = false
         // One pass over the head's bytes: the canonical target, then the endpoint or route it names.
         var ambiguous = false
+        let preflight = head.methodIs("OPTIONS") && head.isCORSPreflight
         let routeIndex: Int? = head.bytes.withUnsafeBytes { raw -> Int? in
             guard let target = RequestTarget.resolve(head, raw, options: generation.runtime.pathOptions) else {
                 ambiguous = true
@@ -62,7 +74,8 @@ extension ProxyExchange {
                     return nil
                 }
                 return generation.runtime.routes.match(method: UnsafeRawBufferPointer(rebasing: raw[head.method]),
-                                            host: host.map { UnsafeRawBufferPointer(rebasing: raw[$0]) }, path: path)
+                                            host: host.map { UnsafeRawBufferPointer(rebasing: raw[$0]) }, path: path,
+                                            preflight: preflight)
             }
         }
         http.headReceived(keepAlive: head.keepAlive, hasBody: hasBody)
@@ -86,6 +99,21 @@ extension ProxyExchange {
         exchange.routeIndex = routeIndex
         let route = gen.routes[routeIndex]
         exchange.bodyLimit = route.maxBodyBytes
+        if head.upgradeWebSocket {
+            // Only a route that allows it switches protocols, and only on a handshake of the RFC's form; any other
+            // reading of the request (a plain GET with Upgrade stripped) would hand the client something else.
+            guard route.webSocket, head.isWebSocketHandshake, !http2 else {
+                respondLocal(.upgradeNotAllowed(), close: true)
+                return
+            }
+            exchange.webSocket = true
+        }
+        if preflight && route.forwardsPreflights {
+            // A browser's preflight carries no credential (the Fetch standard strips them); the upstream answers
+            // CORS as it does without the gateway. The request that follows is verified as usual.
+            forward(head, route: route, decision: nil)
+            return
+        }
         if route.requiresVerification {
             guard let plan = route.verification else {
                 // A verifier the route names that the runtime does not have: refuse rather than forward unverified.

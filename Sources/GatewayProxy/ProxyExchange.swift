@@ -25,6 +25,9 @@ protocol ExchangeCarrier: AnyObject {
     /// The exchange closed (`close`): close the connection (HTTP/1.1), or reset the stream if its response is
     /// unfinished (HTTP/2).
     func exchangeClosed()
+    /// The upstream answered a WebSocket handshake with 101: write the switch and tunnel both sockets (HTTP/1.1);
+    /// false where no tunnel can be (an HTTP/2 stream: such a handshake was refused before it was forwarded).
+    func switchProtocols(_ response: HTTP1ResponseHead, upstream: UpstreamConnection, route: CompiledRoute) -> Bool
 }
 
 /// One client request at a time, route → authenticate → forward → respond, for whichever carrier brings it: the
@@ -36,7 +39,7 @@ protocol ExchangeCarrier: AnyObject {
 /// The decisions are the state machine's (`http`): what the body waits on, keep-alive, what a deadline means. The
 /// files beside this one: +Routing (the route or endpoint a request names), +Authentication (the Authenticator and
 /// its off-loop steps), +Forwarding (limited use, the upstream request), +Response (the upstream's answer, local
-/// answers, the access log), +Registration, +ForwardAuth.
+/// answers, the access log), +Registration, +ForwardAuth, +Tunnel (a WebSocket handshake's 101).
 final class ProxyExchange: UpstreamClient {
     /// The worker outlives its connections and their exchanges, so no reference counting here.
     unowned(unsafe) let worker: ProxyWorker

@@ -50,6 +50,8 @@ public struct ProxyRuntime: Sendable {
     let routesMatchHost: Bool
     /// `paths:` — how request targets are made canonical before routing (also forward-auth's original URI).
     let pathOptions: RequestTargetCanonicalizer.Options
+    /// App Check verifiers' `token_query_parameter`s: read on WebSocket handshakes only.
+    let queryTokens: [QueryTokenSource]
     /// `limits.max_held_body_bytes`, process-wide (kept across reloads; the limit follows the configuration).
     let heldBodies: HeldBodyBudget
     /// The fraud-metric refreshers of App Attest verifiers with `fraud_metric`, by verifier name.
@@ -125,6 +127,10 @@ public struct ProxyRuntime: Sendable {
         }
         // The same options check-config judged the match paths with, so routing and the check never disagree.
         pathOptions = config.paths.canonicalizerOptions
+        queryTokens = config.verifiers.compactMap { v -> QueryTokenSource? in
+            guard case .appCheck(let c) = v.kind, let parameter = c.tokenQueryParameter else { return nil }
+            return QueryTokenSource(parameter: Array(parameter.utf8), header: Array(c.header.utf8))
+        }
         forwardAuthSource = config.forwardAuth?.source ?? .auto
         routesMatchHost = config.routes.contains { $0.match.host != nil }
         var targets: [UpstreamTarget] = []

@@ -27,10 +27,17 @@ public final class CompiledRoute: Sendable {
     public let verification: Authenticator?
     /// Per verifier of `verification`, its name's `MetricNames` id.
     let verifierMetricIDs: [Int]
+    /// `websocket: true`: RFC 6455 handshakes are verified and, after the upstream's 101, tunneled.
+    public let webSocket: Bool
+    /// `cors_preflight: forward`: preflights go to the upstream unverified, whatever `methods` says.
+    public let forwardsPreflights: Bool
+    /// `stream_idle_timeout` in milliseconds.
+    public let streamIdleMillis: UInt64
 
     init(name: String, metricID: Int, jsonName: [UInt8], exactPath: [UInt8]?, pathPrefix: [UInt8]?,
          methods: [[UInt8]]?, host: [UInt8]?, hostHasPort: Bool, upstreamIndex: Int, verifiers: [String],
-         maxBodyBytes: Int, maxRiskMetric: Int?, verification: Authenticator?, verifierMetricIDs: [Int]) {
+         maxBodyBytes: Int, maxRiskMetric: Int?, verification: Authenticator?, verifierMetricIDs: [Int],
+         webSocket: Bool = false, forwardsPreflights: Bool = false, streamIdleMillis: UInt64 = 300_000) {
         self.name = name
         self.metricID = metricID
         self.jsonName = jsonName
@@ -45,6 +52,9 @@ public final class CompiledRoute: Sendable {
         self.maxRiskMetric = maxRiskMetric
         self.verification = verification
         self.verifierMetricIDs = verifierMetricIDs
+        self.webSocket = webSocket
+        self.forwardsPreflights = forwardsPreflights
+        self.streamIdleMillis = streamIdleMillis
     }
 
     /// Whether the route names verifiers (with `verification` nil, a verifier it names is missing: 503).
@@ -87,7 +97,10 @@ public struct RouteTable: Sendable {
                 maxBodyBytes: route.maxBodyBytes ?? config.limits.maxBodyBytes,
                 maxRiskMetric: route.maxRiskMetric,
                 verification: verification,
-                verifierMetricIDs: (verification?.verifiers ?? []).map { MetricNames.shared.id($0.name) }))
+                verifierMetricIDs: (verification?.verifiers ?? []).map { MetricNames.shared.id($0.name) },
+                webSocket: route.webSocket,
+                forwardsPreflights: route.corsPreflight == .forward,
+                streamIdleMillis: UInt64(route.streamIdleTimeoutMillis)))
         }
         routes = compiled
     }
@@ -99,11 +112,14 @@ public struct RouteTable: Sendable {
     }
 
     /// The index of the first route matching, or nil. `host` is the Host field value (any case, may carry a port).
-    public func match(method: UnsafeRawBufferPointer, host: UnsafeRawBufferPointer?, path: UnsafeRawBufferPointer) -> Int? {
+    /// `preflight`: the request is a CORS preflight, which a `cors_preflight: forward` route takes whatever its
+    /// methods say.
+    public func match(method: UnsafeRawBufferPointer, host: UnsafeRawBufferPointer?, path: UnsafeRawBufferPointer,
+                      preflight: Bool = false) -> Int? {
         var i = 0
         while i < routes.count {
             let r = routes[i]
-            if matches(r, method: method, host: host, path: path) { return i }
+            if matches(r, method: method, host: host, path: path, preflight: preflight) { return i }
             i += 1
         }
         return nil
@@ -111,13 +127,13 @@ public struct RouteTable: Sendable {
 
     @inline(__always)
     private func matches(_ r: CompiledRoute, method: UnsafeRawBufferPointer, host: UnsafeRawBufferPointer?,
-                         path: UnsafeRawBufferPointer) -> Bool {
+                         path: UnsafeRawBufferPointer, preflight: Bool) -> Bool {
         if let exact = r.exactPath {
             guard Bytes.equal(path, exact) else { return false }
         } else if let prefix = r.pathPrefix {
             guard Bytes.hasPrefix(path, prefix) else { return false }
         }
-        if let methods = r.methods {
+        if let methods = r.methods, !(preflight && r.forwardsPreflights) {
             var found = false
             for m in methods where Bytes.equal(method, m) { found = true; break }
             guard found else { return false }

@@ -36,4 +36,7 @@ protocol UpstreamClient: AnyObject {
     func upstreamCanTakeMore()
     /// A read ended: relay what it brought now, not when the next one comes.
     func upstreamReadEnded()
+    /// The upstream answered a WebSocket handshake with 101 (only when `expectsUpgrade` was set): from here on the
+    /// connection carries the tunnel's bytes; what follows the head is still in `up.inBuf`.
+    func upstreamSwitchedProtocols(_ response: HTTP1ResponseHead, from up: UpstreamConnection)
 }

@@ -26,6 +26,10 @@ final class UpstreamConnection: LoopHandler {
     private var lastHeadWasInterim = false
     private var lastHeadKeepAlive = false
     var deadline: UInt64 = 0
+    /// The request is a WebSocket handshake: a 101 naming websocket hands this connection to a tunnel.
+    var expectsUpgrade = false
+    /// Once switched, the tunnel gets this connection's events (and owns it).
+    unowned(unsafe) var tunnel: Tunnel? = nil
 
     init(socket: Socket, pool: UpstreamPool, connecting: Bool, tls: TLSSession? = nil) {
         transport = SocketTransport(socket: socket, tls: tls, readable: false, writable: !connecting)
@@ -42,6 +46,7 @@ final class UpstreamConnection: LoopHandler {
         bytesSent = 0
         readPaused = false
         lastHeadWasInterim = false
+        expectsUpgrade = false
         parser.expectResponse(toHEAD: isHEAD)
         let now = pool.worker.loop.now
         setDeadline(now + (connecting ? pool.target.connectTimeoutMillis : pool.target.responseTimeoutMillis))
@@ -76,6 +81,7 @@ final class UpstreamConnection: LoopHandler {
 
     func onEvents(_ events: UInt32) {
         if isClosed { return }
+        if let tunnel { tunnel.upstreamEvents(events); return }
         if connecting {
             guard events & (IOEvents.writable | IOEvents.error | IOEvents.hangup) != 0 else { return }
             if transport.socket.pendingError != 0 { fail(.connectFailed); return }
@@ -105,7 +111,7 @@ final class UpstreamConnection: LoopHandler {
     }
 
     func onTimeout(now: UInt64) {
-        guard !isClosed else { return }
+        guard !isClosed, tunnel == nil else { return }   // a tunnel's idle limit is kept on the client's side
         if client == nil {
             pool.remove(self)
             close()
@@ -215,8 +221,15 @@ final class UpstreamConnection: LoopHandler {
             case .head(let head, let consumed):
                 inBuf.consume(consumed)
                 if head.status == 101 {
-                    // We never forward Upgrade, so a protocol switch was not asked for: refuse it.
-                    fail(.invalidResponse)
+                    // Only a WebSocket handshake asked for a switch, and only to websocket: anything else is refused.
+                    guard expectsUpgrade, head.switchesToWebSocket else {
+                        fail(.invalidResponse)
+                        return
+                    }
+                    client = nil
+                    pool.remove(self)
+                    deadline = 0
+                    c.upstreamSwitchedProtocols(head, from: self)
                     return
                 }
                 lastHeadWasInterim = head.status < 200

@@ -22,6 +22,10 @@ struct HTTP1FieldFacts: Sendable, Equatable {
 
     var connectionClose = false
     var connectionKeepAlive = false
+    /// Connection names "upgrade" (a protocol switch is asked for, RFC 9110 7.8).
+    var connectionUpgrade = false
+    /// An Upgrade field names "websocket" (any case, any place in its list).
+    var upgradeWebSocket = false
     var expectsContinue = false
 
     /// Content-Length above 2^53 is refused: no legitimate body is that large, and values near Int.max invite
@@ -38,6 +42,11 @@ struct HTTP1FieldFacts: Sendable, Equatable {
             for k in value where !HTTP1Bytes.isHost(p[k]) { hostInvalid = true }
         case 6 where HTTP1Bytes.equalsLowercased(p, name, "expect"):
             if HTTP1Bytes.equalsLowercased(p, value, "100-continue") { expectsContinue = true }
+        case 7 where HTTP1Bytes.equalsLowercased(p, name, "upgrade"):
+            HTTP1Bytes.forEachListElement(p, value) { element in
+                if HTTP1Bytes.equalsLowercased(p, element, "websocket") { upgradeWebSocket = true }
+                return true
+            }
         case 10 where HTTP1Bytes.equalsLowercased(p, name, "connection"):
             noteConnection(p, value)
         case 14 where HTTP1Bytes.equalsLowercased(p, name, "content-length"):
@@ -53,6 +62,7 @@ struct HTTP1FieldFacts: Sendable, Equatable {
         HTTP1Bytes.forEachListElement(p, value) { element in
             if HTTP1Bytes.equalsLowercased(p, element, "close") { connectionClose = true }
             if HTTP1Bytes.equalsLowercased(p, element, "keep-alive") { connectionKeepAlive = true }
+            if HTTP1Bytes.equalsLowercased(p, element, "upgrade") { connectionUpgrade = true }
             return true
         }
     }

@@ -88,8 +88,12 @@ extension HTTP1RequestHead {
         case .success(let f): framing = f
         }
         if framing == .none && hasBody && !facts.sawContentLength { framing = .chunked }
-        return .success(HTTP1RequestHead(
+        // An Upgrade field is malformed on HTTP/2 (RFC 9113 8.2.2) and nghttp2 refuses it before it gets here; should
+        // one arrive, it is still seen, and refused as a WebSocket attempt (HTTP/2 has no handshake of that form).
+        var head = HTTP1RequestHead(
             bytes: bytes, method: method, target: target, version: .http11, fields: kept, framing: framing,
-            keepAlive: false, expectsContinue: false, host: facts.host))
+            keepAlive: false, expectsContinue: false, host: facts.host)
+        head.upgradeWebSocket = facts.upgradeWebSocket
+        return .success(head)
     }
 }

@@ -1,3 +1,4 @@
+public import GatewayCore
 /// A parsed request head. All ranges index `bytes`, which holds the head exactly as received, so the proxy can
 /// forward unchanged fields without re-serialising them.
 public struct HTTP1RequestHead: Sendable, Equatable {
@@ -19,6 +20,11 @@ public struct HTTP1RequestHead: Sendable, Equatable {
     public var expectsContinue: Bool
     /// The Host field value (at most one Host field is accepted).
     public var host: Range<Int>?
+    /// An Upgrade field names `websocket`: a WebSocket handshake is attempted (RFC 6455 4.1), whatever else the
+    /// head says; only such a request may switch protocols.
+    public var upgradeWebSocket = false
+    /// Connection names `upgrade`.
+    public var connectionUpgrade = false
 
     /// Creates a head; normally only ``HTTP1RequestParser`` does.
     public init(
@@ -44,6 +50,29 @@ public struct HTTP1RequestHead: Sendable, Equatable {
     /// The value of the first field named `lowercasedName` (case-insensitive), if any.
     public func firstValue(named lowercasedName: StaticString) -> Range<Int>? {
         HTTP1HeadAccess.firstValue(bytes, fields, named: lowercasedName)
+    }
+
+    /// A well-formed WebSocket opening handshake (RFC 6455 4.1): an HTTP/1.1 GET without a body whose Upgrade names
+    /// websocket and whose Connection names upgrade. A request with `upgradeWebSocket` and not this shape is refused.
+    public var isWebSocketHandshake: Bool {
+        upgradeWebSocket && connectionUpgrade && version == .http11 && framing == .none && methodIs("GET")
+    }
+
+    /// A CORS preflight (Fetch standard, "CORS-preflight request"): OPTIONS without a body, with an Origin and an
+    /// Access-Control-Request-Method naming a method token. Anything short of that is an ordinary OPTIONS request.
+    public var isCORSPreflight: Bool {
+        guard framing == .none, methodIs("OPTIONS") else { return false }
+        return bytes.withUnsafeBytes { p -> Bool in
+            var origin = false, method = false
+            for f in fields {
+                if f.name.count == 6 && HTTP1Bytes.equalsLowercased(p, f.name, "origin") {
+                    origin = !f.value.isEmpty
+                } else if f.name.count == 29 && HTTP1Bytes.equalsLowercased(p, f.name, "access-control-request-method") {
+                    method = !f.value.isEmpty && f.value.allSatisfy { HTTP1Bytes.isToken(p[$0]) }
+                }
+            }
+            return origin && method
+        }
     }
 
     /// Whether the method is exactly `m` (methods are case-sensitive).

@@ -99,11 +99,13 @@ public struct HTTP1RequestParser: Sendable {
         case .failure(let error): return fail(error)
         case .success(let f): framing = f
         }
-        let head = HTTP1RequestHead(
+        var head = HTTP1RequestHead(
             bytes: accumulator.headBytes(p, headEnd: headEnd), method: line.method, target: line.target,
             version: line.version, fields: accumulator.takeFields(), framing: framing,
             keepAlive: facts.persists(line.version),
             expectsContinue: facts.expectsContinue && line.version == .http11, host: facts.host)
+        head.upgradeWebSocket = facts.upgradeWebSocket
+        head.connectionUpgrade = facts.connectionUpgrade
         requestLine = nil
         switch framing {
         case .none, .untilClose: phase = .pendingEnd

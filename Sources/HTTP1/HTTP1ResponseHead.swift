@@ -1,3 +1,4 @@
+public import GatewayCore
 /// A parsed response head. All ranges index `bytes`, the head exactly as received.
 public struct HTTP1ResponseHead: Sendable, Equatable {
     /// The head exactly as received: status line through the empty line.
@@ -37,6 +38,22 @@ public struct HTTP1ResponseHead: Sendable, Equatable {
     /// The value of the first field named `lowercasedName` (case-insensitive), if any.
     public func firstValue(named lowercasedName: StaticString) -> Range<Int>? {
         HTTP1HeadAccess.firstValue(bytes, fields, named: lowercasedName)
+    }
+
+    /// A 101 that switches to WebSocket: an Upgrade field names `websocket` (RFC 6455 4.2.2). Any other 101 answers
+    /// something the gateway did not ask for.
+    public var switchesToWebSocket: Bool {
+        guard status == 101 else { return false }
+        return bytes.withUnsafeBytes { p -> Bool in
+            var found = false
+            for f in fields where f.name.count == 7 && HTTP1Bytes.equalsLowercased(p, f.name, "upgrade") {
+                HTTP1Bytes.forEachListElement(p, f.value) { element in
+                    if HTTP1Bytes.equalsLowercased(p, element, "websocket") { found = true }
+                    return true
+                }
+            }
+            return found
+        }
     }
 
     /// `bytes[r]` decoded as UTF-8 (invalid sequences repaired) — for logs and tests, not the hot path.

@@ -56,8 +56,18 @@ public final class LoopMetrics {
     public private(set) var verifications: [Int: UInt64] = [:]
     /// Per upstream id: time from the request head written to the response head read.
     public private(set) var upstreamLatency: [Int: Histogram] = [:]
+    /// Per route id: WebSocket tunnels and their bytes.
+    public private(set) var tunnels: [Int: TunnelCounters] = [:]
 
     public init() {}
+
+    public func tunnelOpened(route: Int) { tunnels[route, default: TunnelCounters()].opened &+= 1 }
+    public func tunnelClosed(route: Int) { tunnels[route, default: TunnelCounters()].closed &+= 1 }
+    /// Bytes a tunnel moved: `upstream` client → upstream, `downstream` upstream → client.
+    public func tunnelBytes(route: Int, upstream: Int, downstream: Int) {
+        tunnels[route, default: TunnelCounters()].bytesUpstream &+= UInt64(upstream)
+        tunnels[route, default: TunnelCounters()].bytesDownstream &+= UInt64(downstream)
+    }
 
     @inline(__always) public func request(route: Int, status: Int) {
         requests[route << 16 | (status & 0xFFFF), default: 0] &+= 1
@@ -70,7 +80,25 @@ public final class LoopMetrics {
     }
 
     public func snapshot() -> LoopMetricsSnapshot {
-        LoopMetricsSnapshot(requests: requests, verifications: verifications, upstreamLatency: upstreamLatency)
+        var s = LoopMetricsSnapshot(requests: requests, verifications: verifications, upstreamLatency: upstreamLatency)
+        s.tunnels = tunnels
+        return s
+    }
+}
+
+/// One route's WebSocket tunnels on one loop.
+public struct TunnelCounters: Sendable {
+    public var opened: UInt64 = 0
+    public var closed: UInt64 = 0
+    public var bytesUpstream: UInt64 = 0
+    public var bytesDownstream: UInt64 = 0
+    public init() {}
+
+    mutating func merge(_ o: TunnelCounters) {
+        opened &+= o.opened
+        closed &+= o.closed
+        bytesUpstream &+= o.bytesUpstream
+        bytesDownstream &+= o.bytesDownstream
     }
 }
 
@@ -78,6 +106,7 @@ public struct LoopMetricsSnapshot: Sendable {
     public var requests: [Int: UInt64] = [:]
     public var verifications: [Int: UInt64] = [:]
     public var upstreamLatency: [Int: Histogram] = [:]
+    public var tunnels: [Int: TunnelCounters] = [:]
 
     public init(requests: [Int: UInt64] = [:], verifications: [Int: UInt64] = [:], upstreamLatency: [Int: Histogram] = [:]) {
         self.requests = requests
@@ -89,6 +118,7 @@ public struct LoopMetricsSnapshot: Sendable {
         for (k, v) in other.requests { requests[k, default: 0] &+= v }
         for (k, v) in other.verifications { verifications[k, default: 0] &+= v }
         for (k, h) in other.upstreamLatency { upstreamLatency[k, default: Histogram()].merge(h) }
+        for (k, t) in other.tunnels { tunnels[k, default: TunnelCounters()].merge(t) }
     }
 }
 
