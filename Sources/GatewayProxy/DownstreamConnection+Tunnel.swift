@@ -6,8 +6,8 @@ extension DownstreamConnection {
     func switchProtocols(_ response: HTTP1ResponseHead, upstream: UpstreamConnection, route: CompiledRoute) -> Bool {
         let before = outBuf.readableBytes
         HeaderFilter.appendSwitchingProtocolsHead(response, to: outBuf)
-        tunnelHeadBytes = outBuf.readableBytes - before
-        let t = Tunnel(client: self, upstream: upstream, routeMetric: route.metricID, idleMillis: route.streamIdleMillis)
+        let t = Tunnel(client: self, upstream: upstream, routeMetric: route.metricID, idleMillis: route.streamIdleMillis,
+                       headBytes: outBuf.readableBytes - before)
         tunnel = t
         upstream.tunnel = t
         t.start()
@@ -16,7 +16,7 @@ extension DownstreamConnection {
 
     /// The tunnel closed both sockets' relaying: log it, then close this connection.
     func tunnelClosed(_ t: Tunnel) {
-        proxy.tunnelEnded(bytesFromClient: t.bytesUp, bytesToClient: tunnelHeadBytes + t.bytesDown)
+        proxy.tunnelEnded(bytesFromClient: t.bytesUp, bytesToClient: t.headBytes + t.bytesDown)
         close()
     }
 }

@@ -36,8 +36,6 @@ final class DownstreamConnection: LoopHandler, ExchangeCarrier {
     var flushing = false
     /// After a WebSocket handshake's 101: the relay that gets this connection's events.
     var tunnel: Tunnel? = nil
-    /// The 101 head's length (the access log's bytes out).
-    var tunnelHeadBytes = 0
 
     /// Response bytes not yet on the wire (plaintext waiting, plus ciphertext waiting on a TLS connection).
     var pendingOutput: Int { outBuf.readableBytes + transport.unsentCiphertext }

@@ -112,12 +112,7 @@ extension HeaderFilter {
     /// cookies) and the switch itself, spelled canonically.
     static func appendSwitchingProtocolsHead(_ head: HTTP1ResponseHead, to out: ByteBuffer) {
         out.append("HTTP/1.1 101 Switching Protocols\r\n" as StaticString)
-        forEachClientResponseField(head, keepFraming: false) { name, value in
-            out.append(name)
-            out.append(": " as StaticString)
-            out.append(value)
-            out.append("\r\n" as StaticString)
-        }
+        appendClientResponseFields(head, keepFraming: false, to: out)
         out.append("Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n" as StaticString)
     }
 
@@ -130,12 +125,7 @@ extension HeaderFilter {
         out.append(byte: UInt8(ascii: " "))
         head.bytes.withUnsafeBytes { out.append(UnsafeRawBufferPointer(rebasing: $0[head.reason])) }
         out.append("\r\n" as StaticString)
-        forEachClientResponseField(head, keepFraming: keepFraming) { name, value in
-            out.append(name)
-            out.append(": " as StaticString)
-            out.append(value)
-            out.append("\r\n" as StaticString)
-        }
+        appendClientResponseFields(head, keepFraming: keepFraming, to: out)
         if chunked { out.append("Transfer-Encoding: chunked\r\n" as StaticString) }
         if let connection {
             out.append("Connection: " as StaticString)
@@ -143,6 +133,17 @@ extension HeaderFilter {
             out.append("\r\n" as StaticString)
         }
         out.append("\r\n" as StaticString)
+    }
+
+    /// The field lines of `forEachClientResponseField`, as HTTP/1.1 text.
+    @inline(__always)
+    static func appendClientResponseFields(_ head: HTTP1ResponseHead, keepFraming: Bool, to out: ByteBuffer) {
+        forEachClientResponseField(head, keepFraming: keepFraming) { name, value in
+            out.append(name)
+            out.append(": " as StaticString)
+            out.append(value)
+            out.append("\r\n" as StaticString)
+        }
     }
 
     /// The upstream response's fields the client may see, in order: hop-by-hop fields, those Connection names and

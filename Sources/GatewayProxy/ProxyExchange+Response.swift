@@ -21,13 +21,16 @@ extension ProxyExchange {
         exchange.status = response.status
         exchange.upstreamStatus = response.status
         http.responseBegan()
-        if let up = exchange.upstream {
-            worker.metrics.upstreamResponse(upstream: up.pool.target.metricID, micros: MonotonicClock.nowMicros() &- exchange.forwardMicros)
-        }
+        if let up = exchange.upstream { noteUpstreamLatency(up) }
         if !head.keepAlive || worker.draining { http.closeAfterResponse() }
         var closeAfter = http.closeAfter
         sink.sendHead(response, request: head, closeAfter: &closeAfter)
         if closeAfter { http.closeAfterResponse() }
+    }
+
+    /// The upstream latency histogram: request head sent → response head read.
+    func noteUpstreamLatency(_ up: UpstreamConnection) {
+        worker.metrics.upstreamResponse(upstream: up.pool.target.metricID, micros: MonotonicClock.nowMicros() &- exchange.forwardMicros)
     }
 
     /// Relays response-body bytes; returns true when the upstream should pause (the client is slow).

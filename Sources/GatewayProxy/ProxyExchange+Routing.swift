@@ -31,7 +31,6 @@ extension ProxyExchange {
             switch rewritten {
             case .success(let h): head = h
             case .failure(let e):
-                exchange.startMicros = MonotonicClock.nowMicros()
                 respondLocal(.parseError(status: e.status, code: e.code.rawValue), close: true)
                 return
             }
@@ -54,7 +53,7 @@ extension ProxyExchange {
         var forwardAuth = false
         // One pass over the head's bytes: the canonical target, then the endpoint or route it names.
         var ambiguous = false
-        let preflight = head.methodIs("OPTIONS") && head.isCORSPreflight
+        let preflight = head.isCORSPreflight
         let routeIndex: Int? = head.bytes.withUnsafeBytes { raw -> Int? in
             guard let target = RequestTarget.resolve(head, raw, options: generation.runtime.pathOptions) else {
                 ambiguous = true

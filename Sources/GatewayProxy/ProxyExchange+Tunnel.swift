@@ -15,7 +15,7 @@ extension ProxyExchange {
         }
         exchange.status = 101
         exchange.upstreamStatus = 101
-        worker.metrics.upstreamResponse(upstream: up.pool.target.metricID, micros: MonotonicClock.nowMicros() &- exchange.forwardMicros)
+        noteUpstreamLatency(up)
         http.responseBegan()
         http.closeAfterResponse()
         clearDeadline()

@@ -16,17 +16,20 @@ final class Tunnel {
     let upstream: UpstreamConnection
     let routeMetric: Int
     let idleMillis: UInt64
+    /// The 101 head written ahead of the relayed bytes (the access log counts it, the byte metrics do not).
+    let headBytes: Int
     private var clientEOF = false, upstreamEOF = false
     private var upstreamShut = false, clientShut = false
     private(set) var closed = false
     /// Bytes moved after the handshake: from the client, to the client.
     private(set) var bytesUp = 0, bytesDown = 0
 
-    init(client: DownstreamConnection, upstream: UpstreamConnection, routeMetric: Int, idleMillis: UInt64) {
+    init(client: DownstreamConnection, upstream: UpstreamConnection, routeMetric: Int, idleMillis: UInt64, headBytes: Int) {
         self.client = client
         self.upstream = upstream
         self.routeMetric = routeMetric
         self.idleMillis = idleMillis
+        self.headBytes = headBytes
     }
 
     /// Starts relaying: what the upstream sent after its 101 follows the 101 head, what the client sent after its

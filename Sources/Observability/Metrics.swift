@@ -65,8 +65,10 @@ public final class LoopMetrics {
     public func tunnelClosed(route: Int) { tunnels[route, default: TunnelCounters()].closed &+= 1 }
     /// Bytes a tunnel moved: `upstream` client → upstream, `downstream` upstream → client.
     public func tunnelBytes(route: Int, upstream: Int, downstream: Int) {
-        tunnels[route, default: TunnelCounters()].bytesUpstream &+= UInt64(upstream)
-        tunnels[route, default: TunnelCounters()].bytesDownstream &+= UInt64(downstream)
+        var t = tunnels[route] ?? TunnelCounters()
+        t.bytesUpstream &+= UInt64(upstream)
+        t.bytesDownstream &+= UInt64(downstream)
+        tunnels[route] = t
     }
 
     @inline(__always) public func request(route: Int, status: Int) {
