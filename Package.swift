@@ -96,7 +96,7 @@ let package = Package(
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig", "GatewayCore"]),
         .testTarget(name: "GatewayProxyTests", dependencies: [
             "GatewayProxy", "GatewayConfig", "HTTP1", "GatewayCore", "Attestation", "JOSE", "GatewayCrypto", "KeySetCache", "StateStore",
-            "Observability",
+            "Observability", "HTTP2",
         ]),
         .testTarget(name: "GatewayCompositionTests", dependencies: [
             "GatewayComposition", "GatewayConfig", "Attestation", "GatewayCrypto", "JOSE",

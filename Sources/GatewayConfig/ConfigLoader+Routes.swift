@@ -4,7 +4,8 @@ extension ConfigLoader {
                             "mode", "strip_token_headers", "max_body_bytes", "websocket", "cors_preflight",
                             "stream_idle_timeout"]
 
-    static func decodeRoutes(_ top: MappingReader, upstreams: Set<String>, verifiers: [String: String?],
+    static func decodeRoutes(_ top: MappingReader, upstreams: Set<String>, http2Upstreams: Set<String> = [],
+                             verifiers: [String: String?],
                              limits: LimitsConfig, paths: PathsConfig) -> [RouteConfig] {
         guard let items = top.list("routes") else { return [] }
         var routes: [DecodedRoute] = []
@@ -29,6 +30,10 @@ extension ConfigLoader {
             let mode = map.oneOf("mode", [RouteMode.enforce, .monitor])
             let strip = map.bool("strip_token_headers")
             let webSocket = map.bool("websocket")
+            if webSocket == true, let name = upstream, http2Upstreams.contains(name) {
+                map.report("websocket needs an http1 upstream (\"\(name)\" is HTTP/2; RFC 8441 is not offered)",
+                           key: "websocket")
+            }
             let cors = map.oneOf("cors_preflight", [CORSPreflightPolicy.verify, .forward])
             let streamIdle = map.duration("stream_idle_timeout")
             var maxBody = map.size("max_body_bytes", positive: false)

@@ -6,6 +6,8 @@ extension ConfigLoader {
     struct DecodedUpstreams {
         var configs: [UpstreamConfig] = []
         var declared: Set<String> = []
+        /// Upstreams spoken to over HTTP/2 (no WebSocket handshake of RFC 6455's form reaches them).
+        var http2: Set<String> = []
     }
 
     static func decodeUpstreams(_ top: MappingReader) -> DecodedUpstreams {
@@ -14,13 +16,18 @@ extension ConfigLoader {
         for (name, pair) in section.pairs {
             result.declared.insert(name)
             guard let map = MappingReader(pair.value, path: section.childPath(name), context: top.context) else { continue }
-            if let upstream = decodeUpstream(name: name, map) { result.configs.append(upstream) }
+            if let upstream = decodeUpstream(name: name, map) {
+                result.configs.append(upstream)
+                if upstream.protocolVersion.isHTTP2 { result.http2.insert(name) }
+            }
         }
         return result
     }
 
     static func decodeUpstream(name: String, _ map: MappingReader) -> UpstreamConfig? {
-        map.rejectUnknownKeys(allowed: ["url", "connect_timeout", "response_timeout", "max_idle_connections", "ca_file"])
+        map.rejectUnknownKeys(allowed: ["url", "connect_timeout", "response_timeout", "max_idle_connections", "ca_file",
+                                        "protocol"])
+        let proto = map.oneOf("protocol", [UpstreamProtocol.http1, .h2c, .h2])
         let caFile = map.filePath("ca_file")
         let target = map.string("url", required: true).flatMap { upstreamURL($0, map) }
         let connect = map.duration("connect_timeout")
@@ -31,6 +38,18 @@ extension ConfigLoader {
         if let connect { upstream.connectTimeoutMillis = connect }
         if let response { upstream.responseTimeoutMillis = response }
         if let idle { upstream.maxIdleConnections = idle }
+        if let proto {
+            // h2c is HTTP/2 over plain TCP, h2 is HTTP/2 negotiated in TLS: the url's scheme must say the same.
+            if proto == .h2c && upstream.tls {
+                map.report("protocol h2c needs an http:// url (use h2 for https://)", key: "protocol")
+                return nil
+            }
+            if proto == .h2 && !upstream.tls {
+                map.report("protocol h2 needs an https:// url (use h2c for http://)", key: "protocol")
+                return nil
+            }
+            upstream.protocolVersion = proto
+        }
         if let caFile {
             guard upstream.tls else {
                 map.report("ca_file needs an https:// url", key: "ca_file")

@@ -76,7 +76,7 @@ public enum ConfigLoader {
         let upstreams = decodeUpstreams(top)
         let verifiers = decodeVerifiers(top)
         let paths = decodePaths(top)
-        let routes = decodeRoutes(top, upstreams: upstreams.declared, verifiers: verifiers.declared, limits: limits,
+        let routes = decodeRoutes(top, upstreams: upstreams.declared, http2Upstreams: upstreams.http2, verifiers: verifiers.declared, limits: limits,
                                   paths: paths)
         let forwardAuth = decodeForwardAuth(top)
 

@@ -110,6 +110,8 @@ public struct UpstreamConfig: Sendable, Equatable {
     public var tls: Bool = false
     /// Extension: the trust anchor for an `https://` upstream's certificate (default: the system store).
     public var caFile: String?
+    /// `protocol`: HTTP/1.1 (default), h2c (HTTP/2 with prior knowledge, `http://`) or h2 (ALPN, `https://`).
+    public var protocolVersion: UpstreamProtocol = .http1
     public init(name: String, host: String, port: UInt16, basePath: String = "") {
         self.name = name; self.host = host; self.port = port; self.basePath = basePath
     }
@@ -207,6 +209,13 @@ public struct VerifierConfig: Sendable, Equatable {
 public enum RouteMode: String, Sendable, Equatable { case enforce, monitor }
 
 /// `cors_preflight`: what a CORS preflight (OPTIONS with Origin and Access-Control-Request-Method, no body) gets.
+/// How the gateway speaks to an upstream.
+public enum UpstreamProtocol: String, Sendable, Equatable {
+    case http1, h2c, h2
+
+    public var isHTTP2: Bool { self != .http1 }
+}
+
 public enum CORSPreflightPolicy: String, Sendable, Equatable {
     /// Like any request: the route's methods and verifiers apply (the default).
     case verify

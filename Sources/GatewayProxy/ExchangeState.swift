@@ -13,7 +13,7 @@ struct ExchangeState {
     /// The configuration this request started on (a reload does not change it under the request).
     var generation: LoopGeneration? = nil
     var routeIndex = -1
-    var upstream: UpstreamConnection? = nil
+    var upstream: (any UpstreamLeg)? = nil
     /// The upstream request body is re-framed as chunks.
     var requestChunked = false
     var bodyBytes = 0
@@ -47,10 +47,17 @@ struct ExchangeState {
     var forwardAuth: ForwardAuthTarget? = nil
     /// A WebSocket handshake the route allows: forwarded with the switch, tunneled after the upstream's 101.
     var webSocket = false
+    /// A gRPC call's route `stream_idle_timeout` (0: not gRPC): its client-side idle limit instead of idle_timeout.
+    var streamIdleMillis: UInt64 = 0
     /// Bytes the client got past the sink (a tunnel's 101 head and frames), for the access log.
     var extraBytesOut = 0
     /// The registration endpoint this request is for.
     var registration: (action: RegistrationEndpoints.Action, verifier: AppAttestVerifier)? = nil
+
+    /// How long the client may be silent mid-exchange: a gRPC call's stream_idle_timeout, else idle_timeout.
+    @inline(__always) func idleMillis(_ worker: ProxyWorker) -> UInt64 {
+        streamIdleMillis != 0 ? streamIdleMillis : worker.idleTimeout
+    }
 }
 
 /// A request body kept in memory (bounded by the route's `max_body_bytes`) with its running SHA-256. Its bytes

@@ -140,6 +140,10 @@ final class H2Mux: H2SessionDelegate {
         s.resumeInput()
     }
 
+    func h2RequestTrailers(stream id: Int32, _ trailers: H2Fields) {
+        streams[id]?.requestTrailers(trailers)
+    }
+
     func h2RequestEnd(stream id: Int32) {
         guard let s = streams[id], let e = s.exchange, !e.closed else { return }
         s.requestEnd()

@@ -23,10 +23,14 @@ final class H2Stream: ResponseSink, ExchangeCarrier {
     /// Request-body bytes the exchange has not taken yet.
     private let input = ByteBuffer(capacity: 0)
 
-    private let body = ByteBuffer(capacity: 0)
+    /// The response body nghttp2 pulls (its end, its trailers).
+    private var body = H2OutgoingBody()
     private var headSubmitted = false
-    private(set) var responseEnded = false
-    private var deferred = false
+    /// The head was submitted with a body provider (trailers can follow only then).
+    private var hasBodyProvider = false
+    /// The request's trailers, handed on with the body's end.
+    private var requestTrailers: H2Fields? = nil
+    var responseEnded: Bool { body.ended }
     private var failed = false
     /// nghttp2 took the last queued body bytes: the connection may resume its upstream.
     private(set) var wantsDrainNotice = false
@@ -39,7 +43,7 @@ final class H2Stream: ResponseSink, ExchangeCarrier {
     }
 
     /// Response bytes not yet taken by nghttp2 (the exchange's backpressure counts them).
-    var pendingOutput: Int { body.readableBytes }
+    var pendingOutput: Int { body.bytes.readableBytes }
     /// nghttp2 pulls the body itself: nothing waits for a flush.
     var unflushedOutput: Int { 0 }
     var hasBufferedInput: Bool { !input.isEmpty }
@@ -76,6 +80,8 @@ final class H2Stream: ResponseSink, ExchangeCarrier {
 
     func requestEnd() { requestEnded = true }
 
+    func requestTrailers(_ t: H2Fields) { requestTrailers = t }
+
     /// Hands the exchange the body as it arrived (nghttp2 checked it against its `content-length`); what it takes
     /// opens the client's window again.
     func resumeInput() {
@@ -85,6 +91,10 @@ final class H2Stream: ResponseSink, ExchangeCarrier {
                 guard requestEnded else {
                     e.exchange.upstream?.flush()
                     break
+                }
+                if let t = requestTrailers {
+                    requestTrailers = nil
+                    e.forwardTrailers(t)
                 }
                 if e.requestBodyEnded() { continue }
                 break
@@ -129,13 +139,20 @@ final class H2Stream: ResponseSink, ExchangeCarrier {
 
     func sendBody(_ bytes: UnsafeRawBufferPointer) {
         guard !failed, !bytes.isEmpty else { return }
-        body.append(bytes)
+        body.bytes.append(bytes)
         bytesOut += bytes.count
         wake()
     }
 
+    /// Trailers end the stream after the body (a gRPC status); a response sent without a body has none to follow.
+    func sendTrailers(_ trailers: ResponseTrailers) {
+        guard !failed, hasBodyProvider else { return }
+        body.setTrailers(trailers)
+        if let kept = body.trailers { for f in kept.fields { bytesOut += f.name.count + f.value.count + 32 } }
+    }
+
     func sendEnd() {
-        responseEnded = true
+        body.ended = true
         wake()
     }
 
@@ -148,9 +165,9 @@ final class H2Stream: ResponseSink, ExchangeCarrier {
             name.withUTF8 { n in value.withUTF8 { v in list.add(UnsafeRawBufferPointer(n), UnsafeRawBufferPointer(v)) } }
         }
         let hasBody = !response.headOnly && !text.isEmpty
-        submit(status: response.status, list, hasBody: hasBody)
+        submit(status: response.wireStatus, list, hasBody: hasBody)
         if hasBody && !failed {
-            body.append(text)
+            body.bytes.append(text)
             bytesOut += text.utf8.count
         }
         sendEnd()
@@ -159,6 +176,7 @@ final class H2Stream: ResponseSink, ExchangeCarrier {
     private func submit(status: Int, _ list: FieldList, hasBody: Bool) {
         guard !failed else { return }
         headSubmitted = true
+        hasBodyProvider = hasBody
         bytesOut += list.size
         if !mux.session.submitResponse(stream: id, status: status, bytes: list.bytes, fields: list.fields, hasBody: hasBody) {
             fail()
@@ -168,8 +186,7 @@ final class H2Stream: ResponseSink, ExchangeCarrier {
     /// nghttp2 may pull again: more body or its end is there. The frames go out when the exchange flushes
     /// (`flush`), never from inside a send: the stream may close then, and the exchange must have logged first.
     private func wake() {
-        if deferred && (!body.isEmpty || responseEnded) {
-            deferred = false
+        if body.wake() {
             mux.session.resumeData(stream: id)
         }
     }
@@ -196,28 +213,17 @@ final class H2Stream: ResponseSink, ExchangeCarrier {
     func readBody(into buffer: UnsafeMutableRawBufferPointer) -> H2BodyRead {
         wantsDrainNotice = false
         if failed { return .failed }
-        let n = min(buffer.count, body.readableBytes)
-        if n > 0 {
-            buffer.baseAddress!.copyMemory(from: body.readable.baseAddress!, byteCount: n)
-            body.consume(n)
-            if body.isEmpty { body.clear(); wantsDrainNotice = exchange != nil }
+        let (read, taken) = body.read(into: buffer)
+        if taken > 0 && body.bytes.isEmpty { wantsDrainNotice = exchange != nil }
+        if body.ended && body.bytes.isEmpty && !requestEnded && discardUntil == 0 {
+            // The answer came before the whole request (a 413, a rejection). Like the HTTP/1.1 linger: take in
+            // and drop the rest of the body for a while (windows keep opening), so that clients that treat
+            // RST_STREAM(NO_ERROR) during their upload as a failure (curl 7.88) still see the answer; a client
+            // that has not finished by then gets RST_STREAM(NO_ERROR).
+            discardUntil = mux.worker.loop.now + mux.worker.lingerMillis
+            mux.owner.streamDeadline(discardUntil)
         }
-        if body.isEmpty && responseEnded {
-            if !requestEnded && discardUntil == 0 {
-                // The answer came before the whole request (a 413, a rejection). Like the HTTP/1.1 linger: take in
-                // and drop the rest of the body for a while (windows keep opening), so that clients that treat
-                // RST_STREAM(NO_ERROR) during their upload as a failure (curl 7.88) still see the answer; a client
-                // that has not finished by then gets RST_STREAM(NO_ERROR).
-                discardUntil = mux.worker.loop.now + mux.worker.lingerMillis
-                mux.owner.streamDeadline(discardUntil)
-            }
-            return .bytes(n, end: true)
-        }
-        if n == 0 {
-            deferred = true
-            return .deferred
-        }
-        return .bytes(n, end: false)
+        return read
     }
 
     /// After `send`: the queue emptied, so the exchange's backpressure may lift.
@@ -229,7 +235,7 @@ final class H2Stream: ResponseSink, ExchangeCarrier {
     /// The response cannot be completed: reset the stream (the client sees an error, not a short body).
     private func fail() {
         failed = true
-        body.clear()
+        body.bytes.clear()
         if !sessionClosed { mux.session.reset(stream: id, code: .internalError) }
         mux.requestFlush()
         exchange?.close()

@@ -1,5 +1,6 @@
 import GatewayCore
 import HTTP1
+import HTTP2
 
 /// What the proxy does with a header field by name, decided once per field on the request path.
 enum FieldClass {
@@ -200,6 +201,43 @@ extension ByteBuffer {
 
     /// The last chunk, no trailers.
     @inline(__always) func appendLastChunk() { append("0\r\n\r\n" as StaticString) }
+
+    /// The last chunk with trailer fields (RFC 9112 7.1.2); fields a trailer must not carry (framing, routing,
+    /// authentication, hop-by-hop) are left out.
+    func appendLastChunk(trailers: ResponseTrailers) {
+        append("0\r\n" as StaticString)
+        trailers.bytes.withUnsafeBytes { p in
+            for f in trailers.fields where HeaderFilter.allowedInTrailer(UnsafeRawBufferPointer(rebasing: p[f.name])) {
+                append(UnsafeRawBufferPointer(rebasing: p[f.name]))
+                append(": " as StaticString)
+                append(UnsafeRawBufferPointer(rebasing: p[f.value]))
+                append("\r\n" as StaticString)
+            }
+        }
+        append("\r\n" as StaticString)
+    }
+}
+
+extension HeaderFilter {
+    /// Whether a trailer field may be relayed: not framing, routing, authentication, connection-specific or the
+    /// gateway's own (RFC 9110 6.5.1), and (these come from HTTP/2 or the chunked parser) a valid token name.
+    static func allowedInTrailer(_ name: UnsafeRawBufferPointer) -> Bool {
+        guard !name.isEmpty else { return false }
+        for c in name {
+            let ok = (c >= 97 && c <= 122) || (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || "!#$%&'*+-.^_`|~".utf8.contains(c)
+            if !ok { return false }
+        }
+        switch classify(name) {
+        case .forward: break
+        default: return false
+        }
+        let forbidden: [StaticString] = ["content-length", "host", "authorization", "cookie", "set-cookie", "trailer",
+                                         "content-encoding", "content-type", "content-range", "expect", "max-forwards",
+                                         "www-authenticate", "proxy-authenticate", "proxy-authorization", "age",
+                                         "cache-control", "expires", "date", "location", "retry-after", "vary"]
+        for f in forbidden where eq(name, f) { return false }
+        return true
+    }
 }
 
 #if canImport(Glibc)

@@ -14,6 +14,31 @@ struct LocalResponse {
     var json: String? = nil
     /// The request was HEAD: the head (Content-Length included) is sent, the body is not.
     var headOnly = false
+    /// The request was a gRPC call: the answer is trailers-only (HTTP 200, `grpc-status` mapped from `status`,
+    /// `grpc-message` the reason code), which gRPC clients read as a status rather than a protocol error.
+    var grpc = false
+
+    /// The HTTP status on the wire: 200 for a gRPC answer (its status is `grpc-status`).
+    var wireStatus: Int { grpc ? 200 : status }
+
+    /// The gRPC status for an HTTP status (PROTOCOL.md Additions; the ones it leaves open as gRPC's HTTP mapping
+    /// reads them).
+    var grpcStatus: Int {
+        switch status {
+        case 400, 414, 431: 3          // INVALID_ARGUMENT
+        case 401: 16                   // UNAUTHENTICATED
+        case 403: 7                    // PERMISSION_DENIED
+        case 404, 405, 501: 12         // UNIMPLEMENTED
+        case 413, 429: 8               // RESOURCE_EXHAUSTED
+        case 502, 503: 14              // UNAVAILABLE
+        case 408, 504: 4               // DEADLINE_EXCEEDED
+        case 500: 13                   // INTERNAL
+        default: 2                     // UNKNOWN
+        }
+    }
+
+    /// `grpc-message`: the reason code, or the error when there is none (both are [a-z_], no percent-encoding).
+    private var grpcMessage: String { reason ?? String(describing: error) }
 
     /// A gateway-made JSON answer (registration endpoints).
     static func json(status: Int, _ phrase: StaticString, _ body: String) -> LocalResponse {
@@ -132,6 +157,7 @@ struct LocalResponse {
 
     /// The body: `{"error":…,"reason":…}`, or the endpoint's own JSON.
     var body: String {
+        if grpc { return "" }
         if let json { return json }
         guard let reason else { return "{\"error\":\"\(error)\"}" }
         return "{\"error\":\"\(error)\",\"reason\":\"\(reason)\"}"
@@ -140,6 +166,14 @@ struct LocalResponse {
     /// Appends the whole response; `close` adds `Connection: close`; `date` is the Date value (29 bytes).
     func append(to out: ByteBuffer, close: Bool, keepAlive10: Bool = false, date: [UInt8]) {
         let body = body
+        if grpc {
+            out.append("HTTP/1.1 200 OK\r\nDate: " as StaticString)
+            out.append(date)
+            out.append("\r\nContent-Type: application/grpc\r\ngrpc-status: \(grpcStatus)\r\ngrpc-message: \(grpcMessage)\r\n")
+            out.append(close ? "Content-Length: 0\r\nConnection: close\r\n\r\n" as StaticString
+                             : keepAlive10 ? "Content-Length: 0\r\nConnection: keep-alive\r\n\r\n" : "Content-Length: 0\r\n\r\n")
+            return
+        }
         out.append("HTTP/1.1 " as StaticString)
         out.appendDecimal(status)
         out.append(byte: UInt8(ascii: " "))
@@ -164,6 +198,10 @@ struct LocalResponse {
     /// the head of the same answer on an HTTP/2 stream.
     func fields(date: [UInt8], bodyLength: Int) -> [(name: String, value: String)] {
         var fields: [(name: String, value: String)] = [("date", String(decoding: date, as: UTF8.self))]
+        if grpc {
+            return fields + [("content-type", "application/grpc"), ("grpc-status", String(grpcStatus)),
+                             ("grpc-message", grpcMessage)]
+        }
         if status == 200 || status == 201 { fields.append(("cache-control", "no-store")) }
         for line in extraHeaders.split(separator: "\r\n", omittingEmptySubsequences: true) {
             guard let colon = line.firstIndex(of: ":") else { continue }

@@ -4,6 +4,7 @@ import Glibc
 import GatewayCore
 import GatewayPosix
 import HTTP1
+import HTTP2
 import Attestation
 import Observability
 import GatewayCrypto
@@ -92,7 +93,8 @@ extension ProxyExchange {
         }
         let hasBody = head.framing != .none
         let pool = gen.pools[route.upstreamIndex]
-        guard let up = pool.acquire(for: self, isHEAD: head.methodIs("HEAD")) else {
+        guard let up = pool.acquireLeg(for: self, head: head,
+                                       silenceMillis: head.grpc ? route.streamIdleMillis : pool.target.responseTimeoutMillis) else {
             respondLocal(UpstreamFailure.connectFailed.response, close: hasBody || !head.keepAlive)
             return
         }
@@ -132,7 +134,7 @@ extension ProxyExchange {
         }
         if hasBody {
             sendContinueIfExpected(head)
-            setDeadline(worker.loop.now + worker.idleTimeout)
+            setDeadline(worker.loop.now + exchange.idleMillis(worker))
         } else {
             clearDeadline()
         }
@@ -176,6 +178,11 @@ extension ProxyExchange {
         }
     }
 
+    /// The request's trailers (an HTTP/2 client's), relayed where the upstream request can carry them.
+    func forwardTrailers(_ trailers: ResponseTrailers) {
+        exchange.upstream?.sendTrailers(trailers)
+    }
+
     /// The upstream drained its write buffer below the high-water mark: read the client again.
     func upstreamCanTakeMore() {
         guard http.bodyPaused else { return }
@@ -194,6 +201,7 @@ extension ProxyExchange {
         }
         fresh.takeUnsentRequest(from: old)
         fresh.expectsUpgrade = exchange.webSocket
+        fresh.silenceMillis = old.silenceMillis
         exchange.upstream = fresh
         fresh.flush()
     }

@@ -4,6 +4,7 @@ import Glibc
 import GatewayCore
 import GatewayPosix
 import HTTP1
+import HTTP2
 import Attestation
 import Observability
 import GatewayCrypto
@@ -29,8 +30,8 @@ extension ProxyExchange {
     }
 
     /// The upstream latency histogram: request head sent → response head read.
-    func noteUpstreamLatency(_ up: UpstreamConnection) {
-        worker.metrics.upstreamResponse(upstream: up.pool.target.metricID, micros: MonotonicClock.nowMicros() &- exchange.forwardMicros)
+    func noteUpstreamLatency(_ up: any UpstreamLeg) {
+        worker.metrics.upstreamResponse(upstream: up.target.metricID, micros: MonotonicClock.nowMicros() &- exchange.forwardMicros)
     }
 
     /// Relays response-body bytes; returns true when the upstream should pause (the client is slow).
@@ -46,11 +47,15 @@ extension ProxyExchange {
         return carrier.pendingOutput >= worker.highWater
     }
 
-    func upstreamResponseEnd(from up: UpstreamConnection, reusable: Bool) {
+    func upstreamResponseTrailers(_ trailers: ResponseTrailers) {
+        sink.sendTrailers(trailers)
+    }
+
+    func upstreamResponseEnd(from up: any UpstreamLeg, reusable: Bool) {
         sink.sendEnd()
         exchange.upstream = nil
         if !http.requestDone { http.closeAfterResponse() }   // the rest of the body is still on the wire
-        up.pool.release(up, reusable: reusable && http.requestDone)
+        up.release(reusable: reusable && http.requestDone)
         finishExchange()
         continueWithBufferedRequests()
     }
@@ -78,6 +83,7 @@ extension ProxyExchange {
     func respondLocal(_ response: LocalResponse, close closeConnection: Bool) {
         // HEAD: the answer has no content (RFC 9110 9.3.2); a body would be read as the next response's start.
         var response = response; response.headOnly = exchange.head?.methodIs("HEAD") ?? false
+        response.grpc = exchange.head?.grpc ?? false
         if exchange.head == nil { exchange.startMicros = MonotonicClock.nowMicros() }
         exchange.outMark = sink.bytesOut
         let close = closeConnection || http.closeAfter || (exchange.head.map { !$0.keepAlive } ?? true) || worker.draining

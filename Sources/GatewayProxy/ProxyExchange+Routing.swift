@@ -98,6 +98,7 @@ extension ProxyExchange {
         exchange.routeIndex = routeIndex
         let route = gen.routes[routeIndex]
         exchange.bodyLimit = route.maxBodyBytes
+        if head.grpc { exchange.streamIdleMillis = route.streamIdleMillis }
         if head.upgradeWebSocket {
             // Only a route that allows it switches protocols, and only on a handshake of the RFC's form; any other
             // reading of the request (a plain GET with Upgrade stripped) would hand the client something else.

@@ -105,7 +105,7 @@ final class ProxyExchange: UpstreamClient {
         switch d {
         case .none: clearDeadline()
         case .header: setDeadline(worker.loop.now + worker.headerTimeout)
-        case .idle: setDeadline(worker.loop.now + worker.idleTimeout)
+        case .idle: setDeadline(worker.loop.now + exchange.idleMillis(worker))
         }
     }
 
@@ -138,7 +138,7 @@ final class ProxyExchange: UpstreamClient {
             }
             if let up = exchange.upstream { up.resumeReading() }
         } else if http.phase == .exchanging {
-            setDeadline(worker.loop.now + worker.idleTimeout)
+            setDeadline(worker.loop.now + exchange.idleMillis(worker))
         }
     }
 
@@ -158,8 +158,7 @@ final class ProxyExchange: UpstreamClient {
     func abortUpstream() {
         if let up = exchange.upstream {
             exchange.upstream = nil
-            up.pool.remove(up)
-            up.close()
+            up.abort()
         }
     }
 }

@@ -22,6 +22,8 @@ public struct UpstreamTarget: Sendable {
     let tls: TLSContext?
     /// The host name for SNI and the certificate check.
     let serverName: String
+    /// `protocol: h2c` or `h2`: requests are streams of shared HTTP/2 connections.
+    let http2: Bool
 }
 
 extension UpstreamTarget: Equatable {
@@ -29,7 +31,7 @@ extension UpstreamTarget: Equatable {
     public static func == (a: UpstreamTarget, b: UpstreamTarget) -> Bool {
         a.name == b.name && a.address.description == b.address.description && a.basePath == b.basePath &&
             a.connectTimeoutMillis == b.connectTimeoutMillis && a.responseTimeoutMillis == b.responseTimeoutMillis &&
-            a.maxIdleConnections == b.maxIdleConnections && a.tls === b.tls
+            a.maxIdleConnections == b.maxIdleConnections && a.tls === b.tls && a.http2 == b.http2
     }
 }
 
@@ -137,7 +139,7 @@ public struct ProxyRuntime: Sendable {
         for u in config.upstreams {
             var tlsContext: TLSContext? = nil
             if u.tls {
-                do { tlsContext = try TLSContext.client(caFile: u.caFile, alpn: ["http/1.1"]) } catch {
+                do { tlsContext = try TLSContext.client(caFile: u.caFile, alpn: u.protocolVersion == .h2 ? ["h2"] : ["http/1.1"]) } catch {
                     throw StartupError(description: "upstreams.\(u.name): \(error.description)")
                 }
             }
@@ -148,7 +150,8 @@ public struct ProxyRuntime: Sendable {
             targets.append(UpstreamTarget(
                 name: u.name, metricID: MetricNames.shared.id(u.name), address: address, basePath: Array(u.basePath.utf8),
                 connectTimeoutMillis: UInt64(u.connectTimeoutMillis), responseTimeoutMillis: UInt64(u.responseTimeoutMillis),
-                maxIdleConnections: u.maxIdleConnections, tls: tlsContext, serverName: u.host))
+                maxIdleConnections: u.maxIdleConnections, tls: tlsContext, serverName: u.host,
+                http2: u.protocolVersion.isHTTP2))
         }
         upstreams = targets
         var addresses: [SocketAddress] = []

@@ -1,5 +1,6 @@
 import GatewayCore
 import HTTP1
+import HTTP2
 
 /// Where an exchange's response goes, in typed parts: a head (the upstream's, or one the gateway made), body
 /// bytes, the end. An HTTP/1.1 connection writes them as HTTP/1.1 (`HTTP1ResponseWriter`); an HTTP/2 stream
@@ -20,6 +21,8 @@ protocol ResponseSink: AnyObject {
     func sendHead(_ response: HTTP1ResponseHead, request: HTTP1RequestHead, closeAfter: inout Bool)
     /// Response body bytes, after `sendHead`.
     func sendBody(_ bytes: UnsafeRawBufferPointer)
+    /// The response's trailers, before `sendEnd` (dropped where the framing has no place for them).
+    func sendTrailers(_ trailers: ResponseTrailers)
     /// The response is complete.
     func sendEnd()
     /// A whole response the gateway made. `close`: the connection ends with it; `request`: nil when no head was
@@ -79,13 +82,28 @@ final class HTTP1ResponseWriter: ResponseSink {
         counting { if chunked { out.appendChunk(bytes) } else { out.append(bytes) } }
     }
 
+    /// Kept for the last chunk; a body framed by Content-Length has no room for trailers.
+    private var trailers: ResponseTrailers? = nil
+
+    func sendTrailers(_ trailers: ResponseTrailers) {
+        if chunked { self.trailers = trailers }
+    }
+
     func sendEnd() {
-        if chunked { counting { out.appendLastChunk() } }
+        if chunked {
+            if let t = trailers {
+                trailers = nil
+                counting { out.appendLastChunk(trailers: t) }
+            } else {
+                counting { out.appendLastChunk() }
+            }
+        }
         chunked = false
     }
 
     func sendLocal(_ response: LocalResponse, request: HTTP1RequestHead?, close: Bool, date: [UInt8]) {
         chunked = false
+        trailers = nil
         counting { response.append(to: out, close: close, keepAlive10: request?.version == .http10 && !close, date: date) }
     }
 }

@@ -2,11 +2,12 @@ import GatewayCore
 import GatewayPosix
 import GatewayTLS
 import HTTP1
+import HTTP2
 
 /// One TCP connection to an upstream: writes the request the exchange feeds it (`sendHead`, `sendBody`,
 /// `sendBodyEnd`), parses the response and hands it back piece by piece (`UpstreamClient`). Idle in its pool
 /// between exchanges. Loop-confined.
-final class UpstreamConnection: LoopHandler {
+final class UpstreamConnection: LoopHandler, UpstreamLeg {
     /// The socket and, for an `https://` upstream, the TLS session (`inBuf`/`outBuf` are plaintext).
     let transport: SocketTransport
     /// Pools live as long as their worker, longer than any connection.
@@ -26,6 +27,10 @@ final class UpstreamConnection: LoopHandler {
     private var lastHeadWasInterim = false
     private var lastHeadKeepAlive = false
     var deadline: UInt64 = 0
+    /// Request trailers waiting for the last chunk.
+    private var pendingTrailers: ResponseTrailers? = nil
+    /// response_timeout, or the route's stream_idle_timeout for a gRPC call: the limit on the upstream's silence.
+    var silenceMillis: UInt64 = 0
     /// The request is a WebSocket handshake: a 101 naming websocket hands this connection to a tunnel.
     var expectsUpgrade = false
     /// Once switched, the tunnel gets this connection's events (and owns it).
@@ -47,6 +52,8 @@ final class UpstreamConnection: LoopHandler {
         readPaused = false
         lastHeadWasInterim = false
         expectsUpgrade = false
+        pendingTrailers = nil
+        silenceMillis = pool.target.responseTimeoutMillis
         parser.expectResponse(toHEAD: isHEAD)
         let now = pool.worker.loop.now
         setDeadline(now + (connecting ? pool.target.connectTimeoutMillis : pool.target.responseTimeoutMillis))
@@ -87,7 +94,7 @@ final class UpstreamConnection: LoopHandler {
             if transport.socket.pendingError != 0 { fail(.connectFailed); return }
             connecting = false
             transport.writable = true
-            setDeadline(pool.worker.loop.now + pool.target.responseTimeoutMillis)
+            setDeadline(pool.worker.loop.now + silenceMillis)
             flush()
             if isClosed { return }
         }
@@ -135,8 +142,30 @@ final class UpstreamConnection: LoopHandler {
 
     /// The request body is complete (the last chunk when chunked); sends what is buffered.
     func sendBodyEnd(chunked: Bool) {
-        if chunked { outBuf.appendLastChunk() }
+        if chunked {
+            if let t = pendingTrailers {
+                pendingTrailers = nil
+                outBuf.appendLastChunk(trailers: t)
+            } else {
+                outBuf.appendLastChunk()
+            }
+        }
         flush()
+    }
+
+    var target: UpstreamTarget { pool.target }
+
+    /// Chunked trailer fields after the last chunk's size line (a request that is not chunked has nowhere to put them).
+    func sendTrailers(_ trailers: ResponseTrailers) {
+        guard pendingTrailers == nil else { return }
+        pendingTrailers = trailers
+    }
+
+    func release(reusable: Bool) { pool.release(self, reusable: reusable) }
+
+    func abort() {
+        pool.remove(self)
+        close()
     }
 
     /// The retry path: the request `old` could not send moves here.
@@ -168,7 +197,7 @@ final class UpstreamConnection: LoopHandler {
         }
         if client != nil {
             // Progress while sending counts as activity: a slow client upload must not trip response_timeout.
-            setDeadline(pool.worker.loop.now + pool.target.responseTimeoutMillis)
+            setDeadline(pool.worker.loop.now + silenceMillis)
             if outBuf.readableBytes < pool.worker.highWater { client?.upstreamCanTakeMore() }
         }
     }
@@ -189,7 +218,7 @@ final class UpstreamConnection: LoopHandler {
             let wasHandshaking = transport.isHandshaking
             switch transport.read(into: inBuf, reserve: 16 * 1024) {
             case .data:
-                setDeadline(pool.worker.loop.now + pool.target.responseTimeoutMillis)
+                setDeadline(pool.worker.loop.now + silenceMillis)
                 if wasHandshaking {
                     flush()   // the request, once the handshake has finished
                     if isClosed { return }

@@ -27,6 +27,10 @@ struct HTTP1FieldFacts: Sendable, Equatable {
     /// An Upgrade field names "websocket" (any case, any place in its list).
     var upgradeWebSocket = false
     var expectsContinue = false
+    /// A TE field lists "trailers" (the client takes trailers: gRPC).
+    var teTrailers = false
+    /// Content-Type is application/grpc or application/grpc+… / ;… (a gRPC call).
+    var grpc = false
 
     /// Content-Length above 2^53 is refused: no legitimate body is that large, and values near Int.max invite
     /// overflow in arithmetic further down the pipeline (and in other implementations).
@@ -40,6 +44,18 @@ struct HTTP1FieldFacts: Sendable, Equatable {
             hostFields += 1
             if host == nil { host = (value.lowerBound - origin)..<(value.upperBound - origin) }
             for k in value where !HTTP1Bytes.isHost(p[k]) { hostInvalid = true }
+        case 2 where HTTP1Bytes.equalsLowercased(p, name, "te"):
+            HTTP1Bytes.forEachListElement(p, value) { element in
+                if HTTP1Bytes.equalsLowercased(p, element, "trailers") { teTrailers = true }
+                return true
+            }
+        case 12 where HTTP1Bytes.equalsLowercased(p, name, "content-type"):
+            // application/grpc, application/grpc+proto, application/grpc;… (not grpc-web: that is HTTP/1.1-shaped)
+            let v = HTTP1Bytes.trimOWS(p, value)
+            if v.count >= 16 && HTTP1Bytes.equalsLowercased(p, v.lowerBound..<(v.lowerBound + 16), "application/grpc") {
+                let next = v.count == 16 ? UInt8(ascii: ";") : p[v.lowerBound + 16]
+                if next == UInt8(ascii: "+") || next == UInt8(ascii: ";") || next == UInt8(ascii: " ") { grpc = true }
+            }
         case 6 where HTTP1Bytes.equalsLowercased(p, name, "expect"):
             if HTTP1Bytes.equalsLowercased(p, value, "100-continue") { expectsContinue = true }
         case 7 where HTTP1Bytes.equalsLowercased(p, name, "upgrade"):

@@ -47,7 +47,9 @@ extension HTTP1RequestHead {
                 let value = HTTP1Bytes.trimOWS(p, f.value)
                 guard HTTP1Bytes.allFieldValue(p, value) else { return .invalidHeaderValue }
                 switch name.count {
-                case 2 where HTTP1Bytes.equalsLowercased(p, f.name, "te"): continue
+                case 2 where HTTP1Bytes.equalsLowercased(p, f.name, "te"):
+                    facts.note(p, name: f.name, value: value, origin: 0)   // noted (trailers), not kept
+                    continue
                 case 4 where HTTP1Bytes.equalsLowercased(p, f.name, "host"): if !authority.isEmpty { continue }
                 case 6 where HTTP1Bytes.equalsLowercased(p, f.name, "expect"): continue
                 case 6 where HTTP1Bytes.equalsLowercased(p, f.name, "cookie"):
@@ -94,6 +96,8 @@ extension HTTP1RequestHead {
             bytes: bytes, method: method, target: target, version: .http11, fields: kept, framing: framing,
             keepAlive: false, expectsContinue: false, host: facts.host)
         head.upgradeWebSocket = facts.upgradeWebSocket
+        head.teTrailers = facts.teTrailers
+        head.grpc = facts.grpc
         return .success(head)
     }
 }

@@ -25,6 +25,10 @@ public struct HTTP1RequestHead: Sendable, Equatable {
     public var upgradeWebSocket = false
     /// Connection names `upgrade`.
     public var connectionUpgrade = false
+    /// The client's TE lists "trailers".
+    public var teTrailers = false
+    /// A gRPC call (Content-Type application/grpc…): rejections are trailers-only, idle limits are per stream.
+    public var grpc = false
 
     /// Creates a head; normally only ``HTTP1RequestParser`` does.
     public init(

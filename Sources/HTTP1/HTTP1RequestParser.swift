@@ -106,6 +106,8 @@ public struct HTTP1RequestParser: Sendable {
             expectsContinue: facts.expectsContinue && line.version == .http11, host: facts.host)
         head.upgradeWebSocket = facts.upgradeWebSocket
         head.connectionUpgrade = facts.connectionUpgrade
+        head.teTrailers = facts.teTrailers
+        head.grpc = facts.grpc
         requestLine = nil
         switch framing {
         case .none, .untilClose: phase = .pendingEnd

@@ -62,3 +62,44 @@ public struct HTTP1ResponseHead: Sendable, Equatable {
     /// Field values of `Connection` split into tokens (lower-cased strings) — used to drop the headers it names.
     public func connectionTokens() -> [String] { HTTP1HeadAccess.connectionTokens(bytes, fields) }
 }
+
+extension HTTP1ResponseHead {
+    /// A response head that arrived as an HTTP/2 header block (`bytes` holds the names and values `fields` index;
+    /// nghttp2 checked names, values and connection-specific fields). Framing: none when the block ended the
+    /// stream (or `status`/`toHEAD` allow no content), a checked Content-Length when one is given, otherwise the
+    /// stream's end (`untilClose`, relayed chunked to HTTP/1.1 clients). Nil: two different Content-Length values,
+    /// or one that is not a number.
+    public static func fromHTTP2(bytes: [UInt8], status: Int, fields: [(name: Range<Int>, value: Range<Int>)],
+                                 endStream: Bool, toHEAD: Bool) -> HTTP1ResponseHead? {
+        var length: Int? = nil
+        var kept: [HTTP1Field] = []
+        kept.reserveCapacity(fields.count)
+        let ok = bytes.withUnsafeBytes { p -> Bool in
+            for f in fields {
+                if f.name.count == 14 && HTTP1Bytes.equalsLowercased(p, f.name, "content-length") {
+                    var n = 0
+                    guard !f.value.isEmpty, f.value.count <= 15 else { return false }
+                    for k in f.value {
+                        guard p[k] >= 48 && p[k] <= 57 else { return false }
+                        n = n * 10 + Int(p[k] - 48)
+                    }
+                    if let l = length, l != n { return false }
+                    length = n
+                }
+                kept.append(HTTP1Field(name: f.name, value: f.value))
+            }
+            return true
+        }
+        guard ok else { return nil }
+        let framing: HTTP1BodyFraming
+        if endStream || toHEAD || status < 200 || status == 204 || status == 304 {
+            framing = .none
+        } else if let length {
+            framing = .contentLength(length)
+        } else {
+            framing = .untilClose
+        }
+        return HTTP1ResponseHead(bytes: bytes, version: .http11, status: status, reason: 0..<0, fields: kept,
+                                 framing: framing, keepAlive: true)
+    }
+}

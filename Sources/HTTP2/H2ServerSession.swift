@@ -11,12 +11,13 @@ public import GatewayCore
 /// Not reentrant: the delegate's callbacks run inside `receive` and `send`, and may call ``submitResponse``,
 /// ``resumeData``, ``reset`` and ``consume`` (nghttp2 allows submitting from callbacks) but never `receive` or
 /// `send` themselves.
-public final class H2ServerSession {
+public final class H2ServerSession: H2SessionCallbacks {
     public weak var delegate: H2SessionDelegate?
     public let settings: H2Settings
-    private var session: OpaquePointer?
     /// The request head being received (HEADERS then CONTINUATIONs: a header block is never interleaved).
     private var building: (stream: Int32, head: H2RequestHead)? = nil
+    /// A request's trailers being received.
+    private var trailers: (stream: Int32, fields: H2Fields, size: Int)? = nil
     private var pingTokens: TokenBucket
     private var resetTokens: TokenBucket
     private var now: UInt64 = 0
@@ -28,14 +29,11 @@ public final class H2ServerSession {
         self.delegate = delegate
         pingTokens = TokenBucket(burst: settings.controlFrameBurst, perSecond: settings.controlFramesPerSecond)
         resetTokens = TokenBucket(burst: settings.resetBurst, perSecond: settings.resetsPerSecond)
+        super.init()
         var callbacks: OpaquePointer?
         guard nghttp2_session_callbacks_new(&callbacks) == 0, let callbacks else { throw H2Error("nghttp2_session_callbacks_new") }
         defer { nghttp2_session_callbacks_del(callbacks) }
-        nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, h2OnBeginHeaders)
-        nghttp2_session_callbacks_set_on_header_callback(callbacks, h2OnHeader)
-        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, h2OnFrameRecv)
-        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, h2OnDataChunk)
-        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, h2OnStreamClose)
+        H2SessionCallbacks.install(callbacks)
         var option: OpaquePointer?
         guard nghttp2_option_new(&option) == 0, let option else { throw H2Error("nghttp2_option_new") }
         defer { nghttp2_option_del(option) }
@@ -59,8 +57,6 @@ public final class H2ServerSession {
         else { throw H2Error("nghttp2_submit_settings") }
     }
 
-    deinit { nghttp2_session_del(session) }
-
     // MARK: bytes in, bytes out
 
     /// Feeds bytes read from the client (the connection preface first). False: the session failed (a protocol
@@ -82,24 +78,15 @@ public final class H2ServerSession {
     /// bodies are pulled from the delegate here, so a client that does not read leaves them with their owners.
     /// False: a fatal error (close the connection).
     public func send(into out: ByteBuffer, limit: Int) -> Bool {
-        while out.readableBytes < limit {
-            var data: UnsafePointer<UInt8>?
-            let n = nghttp2_session_mem_send(session, &data)
-            if n < 0 {
-                if failure == nil { failure = .protocolError(String(cString: nghttp2_strerror(Int32(n)))) }
-                return false
-            }
-            if n == 0 { break }
-            out.append(UnsafeRawBufferPointer(start: data, count: n))
+        if let error = pull(into: out, limit: limit) {
+            if failure == nil { failure = .protocolError(error) }
+            return false
         }
         return true
     }
 
-    /// The session wants more input (false once GOAWAY was exchanged and the last stream closed, or it failed).
-    public var wantsRead: Bool { nghttp2_session_want_read(session) != 0 }
-    /// The session has frames to write.
-    public var wantsWrite: Bool { nghttp2_session_want_write(session) != 0 }
-    /// Neither: the connection is finished.
+    /// The session wants more input (false once GOAWAY was exchanged and the last stream closed, or it failed);
+    /// neither that nor frames to write: the connection is finished.
     public var isFinished: Bool { !wantsRead && !wantsWrite }
 
     // MARK: the application's side
@@ -125,26 +112,12 @@ public final class H2ServerSession {
                                           namelen: f.name.count, valuelen: f.value.count, flags: none))
                 }
                 if hasBody {
-                    var provider = nghttp2_data_provider(source: nghttp2_data_source(fd: 0), read_callback: h2ReadBody)
+                    var provider = H2SessionCallbacks.bodyProvider
                     return nghttp2_submit_response(session, stream, nva, nva.count, &provider) == 0
                 }
                 return nghttp2_submit_response(session, stream, nva, nva.count, nil) == 0
             }
         }
-    }
-
-    /// A body that answered "deferred" has more bytes (or its end): ask for it again.
-    public func resumeData(stream: Int32) { _ = nghttp2_session_resume_data(session, stream) }
-
-    /// Resets one stream (RST_STREAM with `code`).
-    public func reset(stream: Int32, code: H2ErrorCode) {
-        _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream, code.rawValue)
-    }
-
-    /// `n` bytes of the stream's request body were taken on: open the stream's and the connection's windows by that.
-    public func consume(stream: Int32, _ n: Int) {
-        guard n > 0 else { return }
-        _ = nghttp2_session_consume(session, stream, n)
     }
 
     /// Graceful shutdown: GOAWAY naming the last stream taken; streams in flight finish, new ones are refused.
@@ -161,16 +134,27 @@ public final class H2ServerSession {
 
     // MARK: callbacks (called by the C trampolines below)
 
-    fileprivate func beginHeaders(stream: Int32, category: nghttp2_headers_category) {
+    override func beginHeaders(stream: Int32, category: nghttp2_headers_category) {
+        if category == NGHTTP2_HCAT_HEADERS {
+            trailers = (stream, H2Fields(), 0)   // a second header block on a request stream: its trailers
+            return
+        }
         guard category == NGHTTP2_HCAT_REQUEST else { return }
         building = (stream, H2RequestHead())
     }
 
-    /// False: the header block is far past the limit (a CONTINUATION flood): end the connection.
-    fileprivate func header(stream: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Bool {
-        guard building?.stream == stream else { return true }   // trailers are dropped
+    /// A failure code: the header block is far past the limit (a CONTINUATION flood): end the connection.
+    override func header(stream: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Int32 {
+        guard building?.stream == stream else {
+            guard trailers?.stream == stream, name.first != UInt8(ascii: ":") else { return 0 }
+            trailers!.size += name.count + value.count + 32
+            if trailers!.size > settings.maxHeaderListSize * 2 { return NGHTTP2_ERR_CALLBACK_FAILURE.rawValue }
+            // Past the limit the trailers are dropped (the request itself goes on).
+            if trailers!.size <= settings.maxHeaderListSize { trailers!.fields.add(name, value) }
+            return 0
+        }
         building!.head.listSize += name.count + value.count + 32
-        if building!.head.listSize > settings.maxHeaderListSize * 2 { return false }
+        if building!.head.listSize > settings.maxHeaderListSize * 2 { return NGHTTP2_ERR_CALLBACK_FAILURE.rawValue }
         let start = building!.head.bytes.count
         building!.head.bytes.append(contentsOf: name)
         building!.head.bytes.append(contentsOf: value)
@@ -187,10 +171,10 @@ public final class H2ServerSession {
         } else {
             building!.head.fields.append((n, v))
         }
-        return true
+        return 0
     }
 
-    fileprivate func frameReceived(type: UInt8, flags: UInt8, stream: Int32) {
+    override func frameReceived(type: UInt8, flags: UInt8, stream: Int32) {
         let endStream = flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
         switch UInt32(type) {
         case NGHTTP2_HEADERS.rawValue:
@@ -198,6 +182,10 @@ public final class H2ServerSession {
                 building = nil
                 delegate?.h2Request(stream: stream, head: b.head, endStream: endStream)
             } else if endStream {
+                if let t = trailers, t.stream == stream, !t.fields.isEmpty, t.size <= settings.maxHeaderListSize {
+                    delegate?.h2RequestTrailers(stream: stream, t.fields)
+                }
+                trailers = nil
                 delegate?.h2RequestEnd(stream: stream)   // trailers end the request
             }
         case NGHTTP2_DATA.rawValue:
@@ -213,72 +201,42 @@ public final class H2ServerSession {
         }
     }
 
-    fileprivate func dataChunk(stream: Int32, _ bytes: UnsafeRawBufferPointer) {
+    override func dataChunk(stream: Int32, _ bytes: UnsafeRawBufferPointer) {
         delegate?.h2RequestData(stream: stream, bytes)
     }
 
-    fileprivate func streamClosed(stream: Int32, code: UInt32) {
+    override func streamClosed(stream: Int32, code: UInt32) {
         if building?.stream == stream { building = nil }
         delegate?.h2StreamClosed(stream: stream, errorCode: code)
     }
 
-    fileprivate func readBody(stream: Int32, into buffer: UnsafeMutableRawBufferPointer, flags: UnsafeMutablePointer<UInt32>) -> Int {
+    override func readBody(stream: Int32, into buffer: UnsafeMutableRawBufferPointer, flags: UnsafeMutablePointer<UInt32>) -> Int {
         guard let delegate else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
-        switch delegate.h2ResponseBody(stream: stream, into: buffer) {
-        case .bytes(let n, let end):
-            if end { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
-            return n
-        case .deferred:
-            return Int(NGHTTP2_ERR_DEFERRED.rawValue)
-        case .failed:
-            return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
+        return h2BodyResult(session, stream: stream, delegate.h2ResponseBody(stream: stream, into: buffer), flags: flags)
+    }
+}
+
+/// A body source's answer as nghttp2's read callback returns it; trailers are submitted here (nghttp2 allows it
+/// from inside the callback, once the DATA frame says it does not end the stream).
+func h2BodyResult(_ session: OpaquePointer?, stream: Int32, _ read: H2BodyRead, flags: UnsafeMutablePointer<UInt32>) -> Int {
+    switch read {
+    case .bytes(let n, let end):
+        if end { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
+        return n
+    case .trailers(let n, let trailers):
+        flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+        if !trailers.isEmpty {
+            let rc = trailers.withNV { nva in nghttp2_submit_trailer(session, stream, nva, nva.count) }
+            if rc == 0 { flags.pointee |= NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue }
         }
+        return n
+    case .deferred:
+        return Int(NGHTTP2_ERR_DEFERRED.rawValue)
+    case .failed:
+        return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
     }
 }
 
 @inline(__always) private func same(_ a: UnsafeRawBufferPointer, _ b: StaticString) -> Bool {
     a.count == b.utf8CodeUnitCount && memcmp(a.baseAddress!, b.utf8Start, a.count) == 0
-}
-
-// MARK: C trampolines (user_data is the session, unretained: the session outlives its nghttp2 object)
-
-@inline(__always) private func owner(_ p: UnsafeMutableRawPointer?) -> H2ServerSession {
-    Unmanaged<H2ServerSession>.fromOpaque(p!).takeUnretainedValue()
-}
-
-private func h2OnBeginHeaders(_ s: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?, _ user: UnsafeMutableRawPointer?) -> Int32 {
-    guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue) else { return 0 }
-    owner(user).beginHeaders(stream: frame.pointee.hd.stream_id, category: frame.pointee.headers.cat)
-    return 0
-}
-
-private func h2OnHeader(_ s: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?, _ name: UnsafePointer<UInt8>?, _ nameLength: Int,
-                        _ value: UnsafePointer<UInt8>?, _ valueLength: Int, _ flags: UInt8, _ user: UnsafeMutableRawPointer?) -> Int32 {
-    guard let frame else { return 0 }
-    let ok = owner(user).header(stream: frame.pointee.hd.stream_id, name: UnsafeRawBufferPointer(start: name, count: nameLength),
-                                value: UnsafeRawBufferPointer(start: value, count: valueLength))
-    return ok ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE.rawValue
-}
-
-private func h2OnFrameRecv(_ s: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?, _ user: UnsafeMutableRawPointer?) -> Int32 {
-    guard let frame else { return 0 }
-    owner(user).frameReceived(type: frame.pointee.hd.type, flags: frame.pointee.hd.flags, stream: frame.pointee.hd.stream_id)
-    return 0
-}
-
-private func h2OnDataChunk(_ s: OpaquePointer?, _ flags: UInt8, _ stream: Int32, _ data: UnsafePointer<UInt8>?, _ length: Int,
-                           _ user: UnsafeMutableRawPointer?) -> Int32 {
-    owner(user).dataChunk(stream: stream, UnsafeRawBufferPointer(start: data, count: length))
-    return 0
-}
-
-private func h2OnStreamClose(_ s: OpaquePointer?, _ stream: Int32, _ code: UInt32, _ user: UnsafeMutableRawPointer?) -> Int32 {
-    owner(user).streamClosed(stream: stream, code: code)
-    return 0
-}
-
-private func h2ReadBody(_ s: OpaquePointer?, _ stream: Int32, _ buf: UnsafeMutablePointer<UInt8>?, _ length: Int,
-                        _ flags: UnsafeMutablePointer<UInt32>?, _ source: UnsafeMutablePointer<nghttp2_data_source>?,
-                        _ user: UnsafeMutableRawPointer?) -> Int {
-    owner(user).readBody(stream: stream, into: UnsafeMutableRawBufferPointer(start: buf, count: length), flags: flags!)
 }

@@ -53,10 +53,67 @@ public struct H2RequestHead: Sendable {
     }
 }
 
-/// What a response body source answers when nghttp2 asks for bytes.
+/// A header block to send (trailers, a request head): lower-case names and values back to back in `bytes`.
+public struct H2Fields: Sendable {
+    public var bytes: [UInt8] = []
+    public var fields: [(name: Range<Int>, value: Range<Int>)] = []
+
+    public init() {}
+
+    public init(bytes: [UInt8], fields: [(name: Range<Int>, value: Range<Int>)]) {
+        self.bytes = bytes
+        self.fields = fields
+    }
+
+    public var isEmpty: Bool { fields.isEmpty }
+
+    /// Appends one field (`name` as given: the caller lower-cases).
+    public mutating func add(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
+        let n = bytes.count..<(bytes.count + name.count)
+        bytes.append(contentsOf: name)
+        bytes.append(contentsOf: value)
+        fields.append((n, n.upperBound..<bytes.count))
+    }
+
+    /// The block as nghttp2 name/value pairs, valid inside `body` only.
+    func withNV<R>(_ body: ([nghttp2_nv]) -> R) -> R {
+        bytes.withUnsafeBytes { raw -> R in
+            let base = UnsafeMutablePointer(mutating: raw.baseAddress?.assumingMemoryBound(to: UInt8.self))
+            let none = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+            var nva: [nghttp2_nv] = []
+            nva.reserveCapacity(fields.count)
+            for f in fields {
+                nva.append(nghttp2_nv(name: base! + f.name.lowerBound, value: base! + f.value.lowerBound,
+                                      namelen: f.name.count, valuelen: f.value.count, flags: none))
+            }
+            return body(nva)
+        }
+    }
+}
+
+/// A response's header block as received (a client session): `status` from `:status` (0 when the block has none:
+/// trailers), every other name and value back to back in `bytes`, names lower-case.
+public struct H2ResponseHead: Sendable {
+    public var bytes: [UInt8] = []
+    public var status = 0
+    public var fields: [(name: Range<Int>, value: Range<Int>)] = []
+    /// The RFC 9113 size of the list so far.
+    public var listSize = 0
+    /// A pseudo-header other than `:status`, or `:status` not three digits: the response is malformed.
+    public var malformed = false
+
+    public init() {}
+
+    public func string(_ r: Range<Int>) -> String { String(decoding: bytes[r], as: UTF8.self) }
+}
+
+/// What a body source (a response body on a server session, a request body on a client session) answers when
+/// nghttp2 asks for bytes.
 public enum H2BodyRead {
     /// `n` bytes were written; `end`: that was the last of the body.
     case bytes(Int, end: Bool)
+    /// `n` bytes were written and they were the last of the body; the stream ends with these trailers.
+    case trailers(Int, H2Fields)
     /// Nothing now: call ``H2ServerSession/resumeData(stream:)`` when there is.
     case deferred
     /// The body cannot be completed: the stream is reset.
@@ -69,6 +126,8 @@ public protocol H2SessionDelegate: AnyObject {
     func h2Request(stream: Int32, head: H2RequestHead, endStream: Bool)
     /// Request body bytes (to be acknowledged with ``H2ServerSession/consume(stream:_:)`` once taken on).
     func h2RequestData(stream: Int32, _ bytes: UnsafeRawBufferPointer)
+    /// The request's trailers (before ``h2RequestEnd(stream:)``): lower-case names, no pseudo-headers.
+    func h2RequestTrailers(stream: Int32, _ trailers: H2Fields)
     /// The request body ended (END_STREAM).
     func h2RequestEnd(stream: Int32)
     /// The stream closed: its response was sent and its request ended, or it was reset (`errorCode` ≠ 0).
@@ -150,4 +209,9 @@ public enum H2Preface {
         for i in 0..<n where prefix[i] != bytes[i] { return false }
         return n == bytes.count ? true : nil
     }
+}
+
+extension H2SessionDelegate {
+    /// Delegates that do not relay request trailers drop them.
+    public func h2RequestTrailers(stream: Int32, _ trailers: H2Fields) {}
 }
