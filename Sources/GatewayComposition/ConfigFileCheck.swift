@@ -10,7 +10,7 @@ import KeySetCache
 ///
 /// Local files only: nothing here touches the network (a `jwks_url` is not fetched, upstream hosts are not
 /// resolved) or opens the state store. A file the configuration says is generated when absent (CONFIG.md
-/// Additions: `verdict_token.key_file`) must be checked only when it exists — no such key is decoded yet.
+/// Additions: `verdict_token.key_file`) is checked only when it exists.
 public enum ConfigFileCheck {
     /// One file that cannot be used: the YAML path of the key that names it (`verifiers.ios.root_ca`,
     /// `listeners[0].tls.private_key`) and why.
@@ -35,13 +35,16 @@ public enum ConfigFileCheck {
         }
         for upstream in config.upstreams where upstream.tls {
             // As ProxyRuntime builds it: the CA file, or the system store when there is none.
-            do { _ = try TLSContext.client(caFile: upstream.caFile, alpn: ["http/1.1"]) } catch {
+            do { _ = try TLSContext.client(caFile: upstream.caFile, alpn: upstream.protocolVersion == .h2 ? ["h2"] : ["http/1.1"]) } catch {
                 let key = upstream.caFile == nil ? "url" : "ca_file"
                 problems.append(Problem(path: "upstreams.\(upstream.name).\(key)", message: error.description))
             }
         }
         for verifier in config.verifiers {
             problems += verifierProblems(verifier)
+        }
+        if let path = config.verdictToken?.keyFile, let why = VerdictSigner.keyFileProblem(path) {
+            problems.append(Problem(path: "verdict_token.key_file", message: why))
         }
         return problems
     }

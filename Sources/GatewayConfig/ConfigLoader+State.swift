@@ -29,6 +29,40 @@ extension ConfigLoader {
         return config
     }
 
+    /// `verdict_token`: the signed verdict for upstreams (PROTOCOL.md Additions).
+    static func decodeVerdictToken(_ top: MappingReader) -> VerdictTokenConfig? {
+        guard let map = top.mapping("verdict_token") else { return nil }
+        map.rejectUnknownKeys(allowed: ["header", "key_file", "ttl", "jwks_path"])
+        var config = VerdictTokenConfig()
+        if let header = map.headerName("header") {
+            let lower = header.lowercased()
+            let reserved = ["host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te",
+                            "trailer", "proxy-connection", "expect", "cookie", "x-request-id", "x-forwarded-for",
+                            "x-forwarded-proto", "x-forwarded-host", "forwarded"]
+            if reserved.contains(lower) {
+                map.report("header \"\(header)\" is one the gateway frames or forwards itself; use another", key: "header")
+            } else {
+                config.header = header
+            }
+        }
+        config.keyFile = map.filePath("key_file")
+        if let ttl = map.duration("ttl") {
+            if ttl < 1_000 || ttl > 86_400_000 {
+                map.report("must be between 1s and 24h", key: "ttl")
+            } else {
+                config.ttlMillis = ttl
+            }
+        }
+        if let text = map.string("jwks_path") {
+            if text.hasPrefix("/"), text.count > 1, !text.contains("?"), !text.contains("#"), !text.contains(" ") {
+                config.jwksPath = text
+            } else {
+                map.report("must start with \"/\" and name a path (e.g. /.attest/jwks)", key: "jwks_path")
+            }
+        }
+        return config
+    }
+
     /// A `host:port` value; reports `invalid address`.
     static func socketAddress(_ mapping: MappingReader, _ key: String, required: Bool) -> SocketAddressConfig? {
         guard let text = mapping.string(key, required: required) else { return nil }

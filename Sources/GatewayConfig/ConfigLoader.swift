@@ -9,7 +9,7 @@ import Foundation
 /// them with — and reports a bad one at its key through `LoadedConfiguration.error(at:_:)`.
 public enum ConfigLoader {
     static let topLevelKeys = ["version", "listeners", "admin", "limits", "state", "upstreams", "verifiers", "routes",
-                               "forward_auth", "paths"]
+                               "forward_auth", "paths", "verdict_token"]
 
     /// Reads and validates the file. Relative paths inside (tls files, jwks_file, private keys, root CAs,
     /// state.path) are resolved against the config file's directory and stored resolved.
@@ -79,12 +79,14 @@ public enum ConfigLoader {
         let routes = decodeRoutes(top, upstreams: upstreams.declared, http2Upstreams: upstreams.http2, verifiers: verifiers.declared, limits: limits,
                                   paths: paths)
         let forwardAuth = decodeForwardAuth(top)
+        let verdictToken = decodeVerdictToken(top)
 
         guard context.errors.isEmpty else { return nil }
         var configuration = GatewayConfiguration(version: version ?? 1, listeners: listeners.map(\.config), admin: admin,
                                                  limits: limits, state: state, upstreams: upstreams.configs,
                                                  verifiers: verifiers.configs, routes: routes)
         configuration.forwardAuth = forwardAuth
+        configuration.verdictToken = verdictToken
         configuration.paths = paths
         return configuration
     }

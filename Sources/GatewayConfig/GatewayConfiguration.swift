@@ -15,6 +15,8 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var routes: [RouteConfig]
     /// Extension: the forward-auth endpoint (nginx `auth_request`, Traefik `forwardAuth`, Envoy `ext_authz`).
     public var forwardAuth: ForwardAuthConfig? = nil
+    /// `verdict_token`: an ES256 JWT of each verified request's verdict for the upstream.
+    public var verdictToken: VerdictTokenConfig? = nil
     /// `paths:` — how request targets are made canonical before routing (CONFIG.md Additions).
     public var paths = PathsConfig()
 
@@ -209,6 +211,18 @@ public struct VerifierConfig: Sendable, Equatable {
 public enum RouteMode: String, Sendable, Equatable { case enforce, monitor }
 
 /// `cors_preflight`: what a CORS preflight (OPTIONS with Origin and Access-Control-Request-Method, no body) gets.
+/// `verdict_token` (PROTOCOL.md Additions "Verdict token").
+public struct VerdictTokenConfig: Sendable, Equatable {
+    /// The request field the token goes in.
+    public var header = "X-Attest-Assertion"
+    /// A PEM P-256 private key; nil or a missing file: a key generated at start (the JWKS then changes per restart).
+    public var keyFile: String? = nil
+    public var ttlMillis = 60_000
+    /// Also served on the public listeners when set (always on admin `/jwks`).
+    public var jwksPath: String? = nil
+    public init() {}
+}
+
 /// How the gateway speaks to an upstream.
 public enum UpstreamProtocol: String, Sendable, Equatable {
     case http1, h2c, h2

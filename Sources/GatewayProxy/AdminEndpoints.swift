@@ -14,7 +14,8 @@ public struct AdminSources: Sendable {
 }
 
 /// The admin listener (`admin.address`, never a public listener): `GET /healthz` (the process is alive),
-/// `GET /readyz` (every App Check verifier has a usable key set and the state store answers) and `GET /metrics`.
+/// `GET /readyz` (every App Check verifier has a usable key set and the state store answers), `GET /metrics` and
+/// `GET /jwks` (the verdict token's key set, with `verdict_token`).
 final class AdminHandler: SmallHTTPHandler {
     let sources: AdminSources
     private var head: HTTP1RequestHead?
@@ -41,6 +42,9 @@ final class AdminHandler: SmallHTTPHandler {
             }
             if waiting.isEmpty { return Self.json(200, "{\"ready\":true}") }
             return Self.json(503, "{\"ready\":false,\"waiting_for\":[\(waiting.joined(separator: ","))]}")
+        case "/jwks":
+            guard let verdict = sources.runtime().verdict else { return Self.json(404, "{\"error\":\"not_found\"}") }
+            return Self.json(200, verdict.jwks)
         case "/metrics":
             let body = sources.metrics()
             return "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nCache-Control: no-store\r\n" +

@@ -76,6 +76,11 @@ struct LocalResponse {
         .init(status: 503, reasonPhrase: "Service Unavailable", error: "unavailable", reason: "overloaded")
     }
 
+    /// `verdict_token` is configured and the token could not be signed: the request is not forwarded without it.
+    static func verdictUnavailable() -> LocalResponse {
+        .init(status: 503, reasonPhrase: "Service Unavailable", error: "unavailable", reason: "verdict_unavailable")
+    }
+
     static func methodNotAllowed(allow: StaticString) -> LocalResponse {
         var r = LocalResponse(status: 405, reasonPhrase: "Method Not Allowed", error: "method_not_allowed", reason: nil)
         r.extraHeaders = "Allow: \(allow)\r\n"

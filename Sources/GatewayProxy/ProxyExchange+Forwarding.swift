@@ -102,6 +102,29 @@ extension ProxyExchange {
         up.expectsUpgrade = exchange.webSocket
         exchange.requestChunked = head.framing == .chunked
         exchange.forwardMicros = MonotonicClock.nowMicros()
+        let verdictStrip = gen.runtime.verdictStrip
+        var verdictToken: String? = nil
+        if let signer = gen.runtime.verdict, let plan = route.verification, let decision {
+            switch decision {
+            case .verified(let i, let credential), .verifiedUnchecked(let i, let credential, _):
+                // The target as routed and forwarded (canonical), so the upstream can compare it with what it got.
+                verdictToken = withRequestID { id in
+                    signer.token(upstream: pool.target.name, route: route.name, verifier: plan.verifiers[i].name,
+                                 credential: credential, requestID: String(decoding: id, as: UTF8.self),
+                                 method: head.string(head.method),
+                                 target: exchange.canonicalTarget.map { String(decoding: $0, as: UTF8.self) } ?? head.string(head.target),
+                                 now: worker.unixNow())
+                }
+                guard verdictToken != nil else {
+                    exchange.upstream = nil
+                    up.abort()
+                    respondLocal(.verdictUnavailable(), close: hasBody || !head.keepAlive)
+                    return
+                }
+            default:
+                break
+            }
+        }
         withRequestID { id in up.sendHead { out in
             if let plan = route.verification, let decision {
                 let scratch = worker.scratch
@@ -111,13 +134,20 @@ extension ProxyExchange {
                     // Monitor mode, a policy refused (max_risk_metric): the upstream sees what would have refused it.
                     Authenticator.append(exchange.progress.refusedFields, to: scratch)
                 }
+                if let verdictToken, let signer = gen.runtime.verdict {
+                    scratch.append(signer.header)
+                    scratch.append(": " as StaticString)
+                    scratch.append(verdictToken)
+                    scratch.append("\r\n" as StaticString)
+                }
                 HeaderFilter.appendUpstreamRequestHead(head, basePath: pool.target.basePath, clientAddress: clientAddress,
-                                                       strip: plan.stripTokenHeaders ? plan.tokenHeaders : [],
+                                                       strip: (plan.stripTokenHeaders ? plan.tokenHeaders : []) + verdictStrip,
                                                        extra: scratch.readable, requestID: id, https: https,
                                                        target: exchange.canonicalTarget, authority: exchange.authority,
                                                        trustedPeer: trustedPeer, upgrade: exchange.webSocket, to: out)
             } else {
                 HeaderFilter.appendUpstreamRequestHead(head, basePath: pool.target.basePath, clientAddress: clientAddress,
+                                                       strip: verdictStrip,
                                                        requestID: id, https: https, target: exchange.canonicalTarget,
                                                        authority: exchange.authority, trustedPeer: trustedPeer,
                                                        upgrade: exchange.webSocket, to: out)

@@ -51,6 +51,7 @@ extension ProxyExchange {
         // Read through the generation (a class): a `let runtime = …` copy would retain every field of the struct.
         var registration: (action: RegistrationEndpoints.Action, verifier: AppAttestVerifier)? = nil
         var forwardAuth = false
+        var jwks = false
         // One pass over the head's bytes: the canonical target, then the endpoint or route it names.
         var ambiguous = false
         let preflight = head.isCORSPreflight
@@ -67,6 +68,10 @@ extension ProxyExchange {
                     registration = endpoint
                     return nil
                 }
+                if let jp = generation.runtime.verdictJWKSPath, path.count == jp.count, Bytes.hasPrefix(path, jp) {
+                    jwks = true
+                    return nil
+                }
                 if let fa = generation.runtime.forwardAuthPath, Bytes.hasPrefix(path, fa),
                    path.count == fa.count || path[fa.count] == UInt8(ascii: "/") {
                     forwardAuth = true
@@ -80,6 +85,15 @@ extension ProxyExchange {
         http.headReceived(keepAlive: head.keepAlive, hasBody: hasBody)
         if let registration {
             beginRegistration(head, registration)
+            return
+        }
+        if jwks, let signer = generation.runtime.verdict {
+            // verdict_token.jwks_path: the key set upstreams verify the verdict token with (public by design).
+            guard head.methodIs("GET") || head.methodIs("HEAD") else {
+                respondLocal(.methodNotAllowed(allow: "GET, HEAD"), close: hasBody || !head.keepAlive)
+                return
+            }
+            respondLocal(.json(status: 200, "OK", signer.jwks), close: hasBody || !head.keepAlive)
             return
         }
         if forwardAuth, let fa = generation.runtime.forwardAuthPath {

@@ -46,6 +46,12 @@ public struct ProxyRuntime: Sendable {
     let registration: RegistrationEndpoints
     /// `forward_auth.path`, if configured.
     let forwardAuthPath: [UInt8]?
+    /// `verdict_token`: the signer of verified requests' verdicts (nil: not configured).
+    let verdict: VerdictSigner?
+    /// `verdict_token.jwks_path`, served on the public listeners too.
+    let verdictJWKSPath: [UInt8]?
+    /// The verdict field's lower-case name when clients' copies must be stripped (it is not an X-Attest-* name).
+    let verdictStrip: [[UInt8]]
     /// `forward_auth.source`: where a call's original method, URI and host come from.
     let forwardAuthSource: ForwardAuthSource
     /// Some route has `match.host`: a forward-auth call must then name the original host.
@@ -121,6 +127,23 @@ public struct ProxyRuntime: Sendable {
         }
         registration = RegistrationEndpoints(verifiers.appAttest.values.sorted { $0.name < $1.name })
         forwardAuthPath = config.forwardAuth.map { Array($0.path.utf8) }
+        if let v = config.verdictToken {
+            // A reload with the same settings keeps the key (a generated one too): upstreams keep verifying.
+            if let old = previous?.verdict, old.config == v {
+                verdict = old
+            } else {
+                verdict = try VerdictSigner(config: v)
+            }
+        } else {
+            verdict = nil
+        }
+        verdictJWKSPath = config.verdictToken?.jwksPath.map { Array($0.utf8) }
+        // A client's copy of the verdict field never reaches an upstream (X-Attest-* fields are dropped anyway).
+        if let v = verdict, !v.headerLower.starts(with: Array("x-attest-".utf8)) {
+            verdictStrip = [v.headerLower]
+        } else {
+            verdictStrip = []
+        }
         if let previous {
             heldBodies = previous.heldBodies
             heldBodies.setLimit(config.limits.maxHeldBodyBytes)

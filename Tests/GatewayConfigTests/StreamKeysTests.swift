@@ -62,4 +62,17 @@ import Testing
         let bad = "verifiers:\n  fb: {type: app_check, project_number: 1, token_query_parameter: \"a&b\"}"
         #expect(errorLines(file(verifiers: bad)).count == 1)
     }
+
+    @Test func verdictTokenKeys() throws {
+        let base = file()
+        #expect(try load(base).verdictToken == nil)
+        let v = try #require(try load(base + "verdict_token: {}\n").verdictToken)
+        #expect(v.header == "X-Attest-Assertion" && v.ttlMillis == 60_000 && v.keyFile == nil && v.jwksPath == nil)
+        let w = try #require(try load(base + "verdict_token: {header: X-Verdict, key_file: keys/v.pem, ttl: 2m, jwks_path: /.well-known/jwks}\n").verdictToken)
+        #expect(w.header == "X-Verdict" && w.keyFile == "/etc/gw/keys/v.pem" && w.ttlMillis == 120_000 && w.jwksPath == "/.well-known/jwks")
+        #expect(errorLines(base + "verdict_token: {header: Content-Length}\n").count == 1)
+        #expect(errorLines(base + "verdict_token: {ttl: 0s}\n").count == 1)
+        #expect(errorLines(base + "verdict_token: {jwks_path: jwks}\n").count == 1)
+        #expect(errorLines(base + "verdict_token: {signing: hs256}\n").count == 1, "unknown keys are refused")
+    }
 }
