@@ -45,6 +45,7 @@ for group in "${@:-build}"; do
     ensure_python_module h2 h2 python3-h2           # Tests/e2e/test_http2.py: frame-level HTTP/2 client
     ensure_python_module websockets websockets python3-websockets   # Tests/e2e/test_websocket.py: RFC 6455 client/server
     ensure_python_module grpc grpcio python3-grpcio   # Tests/e2e/test_grpc.py: gRPC client and server
+    ensure_python_module cryptography cryptography python3-cryptography   # Tests/e2e/test_verdict_token.py: ES256 check
   fi
   if [ "$group" = bench ]; then
     ensure_python_module cryptography cryptography python3-cryptography   # scripts/bench/mint_tokens.py
