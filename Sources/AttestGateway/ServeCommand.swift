@@ -87,7 +87,8 @@ enum ServeCommand {
                 let address = try SocketAddress.resolve(host: a.address.host, port: a.address.port)
                 let loops = workers
                 let sources = AdminSources(runtime: { current.get() },
-                                           metrics: { MetricsEndpoint.render(workers: loops, budget: budget) })
+                                           metrics: { MetricsEndpoint.render(workers: loops, budget: budget,
+                                                                                     upstreams: current.get().upstreams) })
                 admin = try SmallHTTPServer.admin(address: address, sources: sources)
                 Logger.info("admin listening", ["address": address.description, "endpoints": "/healthz /readyz /metrics"])
             } catch {

@@ -112,10 +112,14 @@ public struct UpstreamConfig: Sendable, Equatable {
     public var tls: Bool = false
     /// Extension: the trust anchor for an `https://` upstream's certificate (default: the system store).
     public var caFile: String?
+    /// The cluster: `endpoints` (one, `url`'s, when absent) and how they are chosen and watched.
+    public var endpoints: [UpstreamEndpointConfig] = []
+    public var cluster = ClusterConfig()
     /// `protocol`: HTTP/1.1 (default), h2c (HTTP/2 with prior knowledge, `http://`) or h2 (ALPN, `https://`).
     public var protocolVersion: UpstreamProtocol = .http1
     public init(name: String, host: String, port: UInt16, basePath: String = "") {
         self.name = name; self.host = host; self.port = port; self.basePath = basePath
+        endpoints = [UpstreamEndpointConfig(host: host, port: port)]
     }
 }
 
@@ -220,6 +224,41 @@ public struct VerdictTokenConfig: Sendable, Equatable {
     public var ttlMillis = 60_000
     /// Also served on the public listeners when set (always on admin `/jwks`).
     public var jwksPath: String? = nil
+    public init() {}
+}
+
+/// One endpoint of an upstream: a host (name or address) and port.
+public struct UpstreamEndpointConfig: Sendable, Equatable, Hashable {
+    public var host: String
+    public var port: UInt16
+    public init(host: String, port: UInt16) { self.host = host; self.port = port }
+}
+
+public enum BalancePolicy: String, Sendable, Equatable {
+    case roundRobin = "round_robin"
+    case leastRequest = "least_request"
+}
+
+/// `health_check`: an active GET of `path` on every endpoint each `interval`.
+public struct HealthCheckConfig: Sendable, Equatable {
+    public var path: String
+    public var intervalMillis = 5_000
+    public var timeoutMillis = 1_000
+    public var unhealthyThreshold = 3
+    public var healthyThreshold = 2
+    public init(path: String) { self.path = path }
+}
+
+/// How an upstream's endpoints are chosen and watched (CONFIG.md Additions).
+public struct ClusterConfig: Sendable, Equatable {
+    public var balance: BalancePolicy = .roundRobin
+    /// Passive outlier ejection: this many consecutive connect failures or 5xx answers eject an endpoint for
+    /// `ejectionMillis` (0: never ejected).
+    public var outlierFailures = 5
+    public var ejectionMillis = 30_000
+    public var healthCheck: HealthCheckConfig? = nil
+    /// Hostnames are resolved again this often.
+    public var dnsRefreshMillis = 30_000
     public init() {}
 }
 

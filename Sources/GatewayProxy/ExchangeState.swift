@@ -47,6 +47,8 @@ struct ExchangeState {
     var forwardAuth: ForwardAuthTarget? = nil
     /// A WebSocket handshake the route allows: forwarded with the switch, tunneled after the upstream's 101.
     var webSocket = false
+    /// Fresh connections this request moved to (a stale pooled one, an endpoint that refused): bounded.
+    var connectRetries = 0
     /// A gRPC call's route `stream_idle_timeout` (0: not gRPC): its client-side idle limit instead of idle_timeout.
     var streamIdleMillis: UInt64 = 0
     /// Bytes the client got past the sink (a tunnel's 101 head and frames), for the access log.

@@ -8,7 +8,7 @@ import GatewayPosix
 /// the process-wide families, in Prometheus text format. Labels are configuration names and reason codes only —
 /// never a token, key or request detail.
 public enum MetricsEndpoint {
-    public static func render(workers: [ProxyWorker], budget: ConnectionBudget) -> String {
+    public static func render(workers: [ProxyWorker], budget: ConnectionBudget, upstreams: [UpstreamTarget] = []) -> String {
         var total = LoopMetricsSnapshot()
         for w in workers { if let s = snapshot(w) { total.merge(s) } }
         let names = MetricNames.shared
@@ -59,6 +59,21 @@ public enum MetricsEndpoint {
         for (route, t) in tunnels {
             out.sample("attest_gateway_websocket_bytes_total", [("route", route), ("direction", "upstream")], t.bytesUpstream)
             out.sample("attest_gateway_websocket_bytes_total", [("route", route), ("direction", "downstream")], t.bytesDownstream)
+        }
+
+        let clusters = upstreams.compactMap { t in t.cluster.map { (t.name, $0) } }
+        if !clusters.isEmpty {
+            let now = MonotonicClock.nowMillis()
+            let rows = clusters.map { ($0.0, $0.1.snapshot(now: now)) }
+            out.family("attest_gateway_upstream_endpoint_healthy", "gauge",
+                       "1 when an upstream endpoint takes new requests (health check passing, not ejected), by upstream and endpoint.")
+            for (u, eps) in rows { for e in eps { out.sample("attest_gateway_upstream_endpoint_healthy", [("upstream", u), ("endpoint", e.0)], e.1 ? 1 : 0) } }
+            out.family("attest_gateway_upstream_endpoint_ejections_total", "counter",
+                       "Passive outlier ejections (consecutive connect failures or 5xx), by upstream and endpoint.")
+            for (u, eps) in rows { for e in eps { out.sample("attest_gateway_upstream_endpoint_ejections_total", [("upstream", u), ("endpoint", e.0)], e.2) } }
+            out.family("attest_gateway_upstream_endpoint_requests_total", "counter",
+                       "Requests sent to an upstream endpoint (retries on another endpoint count there too), by upstream and endpoint.")
+            for (u, eps) in rows { for e in eps { out.sample("attest_gateway_upstream_endpoint_requests_total", [("upstream", u), ("endpoint", e.0)], e.3) } }
         }
 
         out.family("attest_gateway_active_connections", "gauge", "Open client connections.")

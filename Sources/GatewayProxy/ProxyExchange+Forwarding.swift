@@ -224,7 +224,9 @@ extension ProxyExchange {
     func retryOnFreshConnection(from old: UpstreamConnection) {
         guard let head = exchange.head else { return }
         let pool = old.pool
-        guard let fresh = pool.connect(for: self, isHEAD: head.methodIs("HEAD")) else {
+        exchange.connectRetries += 1
+        guard exchange.connectRetries <= max(1, (pool.target.cluster?.count ?? 1) - 1),
+              let fresh = pool.connect(for: self, isHEAD: head.methodIs("HEAD"), excluding: old.endpoint) else {
             exchange.upstream = nil
             upstreamFailed(.connectFailed)
             return

@@ -24,6 +24,8 @@ public struct UpstreamTarget: Sendable {
     let serverName: String
     /// `protocol: h2c` or `h2`: requests are streams of shared HTTP/2 connections.
     let http2: Bool
+    /// Several endpoints, a hostname or a health check: where each connection goes (nil: always `address`).
+    let cluster: UpstreamCluster?
 }
 
 extension UpstreamTarget: Equatable {
@@ -31,7 +33,7 @@ extension UpstreamTarget: Equatable {
     public static func == (a: UpstreamTarget, b: UpstreamTarget) -> Bool {
         a.name == b.name && a.address.description == b.address.description && a.basePath == b.basePath &&
             a.connectTimeoutMillis == b.connectTimeoutMillis && a.responseTimeoutMillis == b.responseTimeoutMillis &&
-            a.maxIdleConnections == b.maxIdleConnections && a.tls === b.tls && a.http2 == b.http2
+            a.maxIdleConnections == b.maxIdleConnections && a.tls === b.tls && a.http2 == b.http2 && a.cluster === b.cluster
     }
 }
 
@@ -166,15 +168,31 @@ public struct ProxyRuntime: Sendable {
                     throw StartupError(description: "upstreams.\(u.name): \(error.description)")
                 }
             }
-            let address: SocketAddress
-            do { address = try SocketAddress.resolve(host: u.host, port: u.port) } catch {
-                throw StartupError(description: "upstreams.\(u.name).url: \(error)")
+            var addresses: [SocketAddress] = []
+            for (i, e) in u.endpoints.enumerated() {
+                do { addresses.append(try SocketAddress.resolve(host: e.host, port: e.port)) } catch {
+                    let key = u.endpoints.count > 1 ? "endpoints[\(i)]" : "url"
+                    throw StartupError(description: "upstreams.\(u.name).\(key): \(error)")
+                }
+            }
+            // A cluster where there is something to choose or watch: several endpoints, a hostname, a health check.
+            // A single address without a check keeps the plain path (no lock per connection).
+            var cluster: UpstreamCluster? = nil
+            if u.endpoints.count > 1 || u.cluster.healthCheck != nil || !UpstreamCluster.isAddressLiteral(u.host) {
+                if let old = previous?.upstreams.first(where: { $0.name == u.name })?.cluster,
+                   previous?.config.upstream(named: u.name) == u {
+                    cluster = old   // a reload that leaves the upstream as it was keeps what is known of it
+                } else {
+                    let c = UpstreamCluster(upstream: u, addresses: addresses)
+                    c.startBackgroundWork()
+                    cluster = c
+                }
             }
             targets.append(UpstreamTarget(
-                name: u.name, metricID: MetricNames.shared.id(u.name), address: address, basePath: Array(u.basePath.utf8),
+                name: u.name, metricID: MetricNames.shared.id(u.name), address: addresses[0], basePath: Array(u.basePath.utf8),
                 connectTimeoutMillis: UInt64(u.connectTimeoutMillis), responseTimeoutMillis: UInt64(u.responseTimeoutMillis),
                 maxIdleConnections: u.maxIdleConnections, tls: tlsContext, serverName: u.host,
-                http2: u.protocolVersion.isHTTP2))
+                http2: u.protocolVersion.isHTTP2, cluster: cluster))
         }
         upstreams = targets
         var addresses: [SocketAddress] = []

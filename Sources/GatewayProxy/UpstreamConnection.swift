@@ -27,6 +27,10 @@ final class UpstreamConnection: LoopHandler, UpstreamLeg {
     private var lastHeadWasInterim = false
     private var lastHeadKeepAlive = false
     var deadline: UInt64 = 0
+    /// The cluster endpoint this connection goes to (-1: the upstream's one address).
+    var endpoint = -1
+    /// The exchange's outcome is still to be reported to the cluster (its ejection and least-request counts).
+    var outcomePending = false
     /// Request trailers waiting for the last chunk.
     private var pendingTrailers: ResponseTrailers? = nil
     /// response_timeout, or the route's stream_idle_timeout for a gRPC call: the limit on the upstream's silence.
@@ -262,7 +266,10 @@ final class UpstreamConnection: LoopHandler, UpstreamLeg {
                     return
                 }
                 lastHeadWasInterim = head.status < 200
-                if !lastHeadWasInterim { lastHeadKeepAlive = head.keepAlive }
+                if !lastHeadWasInterim {
+                    lastHeadKeepAlive = head.keepAlive
+                    reportOutcome(failed: head.status >= 500)
+                }
                 c.upstreamResponseHead(head)
             case .body(let range, let consumed):
                 let wantsPause = c.upstreamResponseBody(UnsafeRawBufferPointer(rebasing: inBuf.readable[range]))
@@ -299,8 +306,24 @@ final class UpstreamConnection: LoopHandler, UpstreamLeg {
     // MARK: teardown
 
     /// Ends the exchange with a failure the client turns into 502/504 (or a truncated response).
+    private func reportOutcome(failed: Bool) {
+        guard outcomePending else { return }
+        outcomePending = false
+        pool.report(endpoint: endpoint, failed: failed)
+    }
+
     private func fail(_ failure: UpstreamFailure) {
         let c = client
+        reportOutcome(failed: true)
+        if failure == .connectFailed || failure == .connectTimeout, bytesSent == 0, let c,
+           let cluster = pool.target.cluster, cluster.count > 1 {
+            // Nothing was sent: the request may go to another endpoint (the exchange bounds the attempts).
+            client = nil
+            pool.remove(self)
+            c.retryOnFreshConnection(from: self)
+            close()
+            return
+        }
         client = nil
         pool.remove(self)
         close()
@@ -310,6 +333,7 @@ final class UpstreamConnection: LoopHandler, UpstreamLeg {
     /// Closes without telling the client (the client is the one giving up).
     func close() {
         guard !isClosed else { return }
+        reportOutcome(failed: false)
         isClosed = true
         client = nil
         deadline = 0

@@ -32,7 +32,11 @@ final class UpstreamH2Connection: LoopHandler, H2ClientDelegate {
     private var connectDeadline: UInt64
     var deadline: UInt64 = 0
 
-    init(socket: Socket, pool: UpstreamPool, connecting: Bool, tls: TLSSession?) throws(H2Error) {
+    /// The cluster endpoint (-1: the upstream's one address).
+    let endpoint: Int
+
+    init(socket: Socket, pool: UpstreamPool, connecting: Bool, tls: TLSSession?, endpoint: Int) throws(H2Error) {
+        self.endpoint = endpoint
         transport = SocketTransport(socket: socket, tls: tls, readable: false, writable: !connecting)
         self.pool = pool
         self.connecting = connecting

@@ -33,6 +33,8 @@ final class UpstreamH2Stream: UpstreamLeg {
     private var finished = false
     /// nghttp2 closed the stream.
     private var closedOnWire = false
+    /// The exchange's outcome is still to be reported to the cluster.
+    var outcomePending = false
     /// A request nghttp2 refused to submit: the exchange hears it at its next flush.
     private var submitFailed = false
 
@@ -134,6 +136,7 @@ final class UpstreamH2Stream: UpstreamLeg {
             return
         }
         finalHead = true
+        reportOutcome(failed: head.status >= 500)
         c.upstreamResponseHead(head)
         if endStream { complete() }
     }
@@ -190,6 +193,7 @@ final class UpstreamH2Stream: UpstreamLeg {
 
     /// The response is complete; a request still being sent ends with RST_STREAM(NO_ERROR) (RFC 9113 8.1).
     func release(reusable: Bool) {
+        reportOutcome(failed: false)
         finished = true
         client = nil
         if let id, !closedOnWire, !(body.ended && body.bytes.isEmpty) {
@@ -199,7 +203,14 @@ final class UpstreamH2Stream: UpstreamLeg {
         connection.flush()
     }
 
+    private func reportOutcome(failed: Bool) {
+        guard outcomePending else { return }
+        outcomePending = false
+        connection.pool.report(endpoint: connection.endpoint, failed: failed)
+    }
+
     func abort() {
+        reportOutcome(failed: false)
         guard !finished else { return }
         finished = true
         client = nil
@@ -224,6 +235,7 @@ final class UpstreamH2Stream: UpstreamLeg {
     func timedOut() { fail(client != nil && !finalHead ? .responseTimeout : .closed) }
 
     private func fail(_ failure: UpstreamFailure) {
+        reportOutcome(failed: true)
         let c = client
         client = nil
         if !finished {

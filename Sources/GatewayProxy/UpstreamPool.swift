@@ -24,18 +24,34 @@ final class UpstreamPool {
             c.silenceMillis = silenceMillis
             return c
         }
-        var session = sessions.last
-        if session == nil || !session!.takesStreams {
-            session = connectSession()
+        let endpoint = pickEndpoint(excluding: -1)
+        guard endpoint.index >= -1 else { return nil }
+        var session = sessions.last { $0.endpoint == endpoint.index && $0.takesStreams }
+        if session == nil { session = connectSession(endpoint) }
+        guard let session else {
+            target.cluster?.done(endpoint.index, failed: true, now: worker.loop.now)
+            return nil
         }
-        guard let session else { return nil }
-        return session.open(for: client, silenceMillis: silenceMillis, isHEAD: isHEAD, teTrailers: head.teTrailers || head.grpc)
+        let stream = session.open(for: client, silenceMillis: silenceMillis, isHEAD: isHEAD, teTrailers: head.teTrailers || head.grpc)
+        stream.outcomePending = target.cluster != nil
+        return stream
     }
 
-    private func connectSession() -> UpstreamH2Connection? {
-        guard !retired, let result = openSocket() else { return nil }
+    /// The endpoint a new exchange goes to: (-1, the one address) without a cluster; index -2 when there is none.
+    private func pickEndpoint(excluding: Int) -> (index: Int, address: SocketAddress) {
+        guard let cluster = target.cluster else { return (-1, target.address) }
+        return cluster.pick(now: worker.loop.now, excluding: excluding) ?? (-2, target.address)
+    }
+
+    /// An exchange's outcome on `endpoint`, for the cluster's ejection and least-request counts.
+    func report(endpoint: Int, failed: Bool) {
+        target.cluster?.done(endpoint, failed: failed, now: worker.loop.now)
+    }
+
+    private func connectSession(_ endpoint: (index: Int, address: SocketAddress)) -> UpstreamH2Connection? {
+        guard !retired, let result = openSocket(endpoint.address) else { return nil }
         guard let c = try? UpstreamH2Connection(socket: result.socket, pool: self, connecting: !result.connected,
-                                                tls: result.tls) else {
+                                                tls: result.tls, endpoint: endpoint.index) else {
             result.socket.close()
             return nil
         }
@@ -50,9 +66,9 @@ final class UpstreamPool {
     }
 
     /// A socket connecting (or connected) to the upstream and, for `https://`, its TLS session.
-    private func openSocket() -> (socket: Socket, connected: Bool, tls: TLSSession?)? {
+    private func openSocket(_ address: SocketAddress) -> (socket: Socket, connected: Bool, tls: TLSSession?)? {
         let result: (socket: Socket, connected: Bool)
-        do { result = try Socket.connect(to: target.address) } catch { return nil }
+        do { result = try Socket.connect(to: address) } catch { return nil }
         guard let context = target.tls else { return (result.socket, result.connected, nil) }
         guard let session = try? TLSSession(context: context, serverName: target.serverName) else {
             result.socket.close()
@@ -68,29 +84,66 @@ final class UpstreamPool {
 
     /// A pooled connection if one is idle, else a new one (connecting). Nil when connecting failed at once.
     func acquire(for client: any UpstreamClient, isHEAD: Bool) -> UpstreamConnection? {
-        while let c = idle.popLast() {
-            if c.isClosed { continue }
-            if worker.loop.now &- c.idleSince >= staleCheckMillis && c.peerClosedWhileIdle() {
-                c.close()
-                continue
+        let endpoint = pickEndpoint(excluding: -1)
+        guard endpoint.index >= -1 else { return nil }
+        var i = idle.count - 1
+        while i >= 0 {
+            let c = idle[i]
+            if c.isClosed || c.endpoint == endpoint.index {
+                idle.remove(at: i)
+                if !c.isClosed {
+                    if worker.loop.now &- c.idleSince >= staleCheckMillis && c.peerClosedWhileIdle() {
+                        c.close()
+                    } else {
+                        c.attach(client: client, isHEAD: isHEAD, reused: true)
+                        c.outcomePending = target.cluster != nil
+                        return c
+                    }
+                }
             }
-            c.attach(client: client, isHEAD: isHEAD, reused: true)
-            return c
+            i -= 1
         }
-        return connect(for: client, isHEAD: isHEAD)
+        return connectAny(for: client, isHEAD: isHEAD, from: endpoint)
     }
 
-    /// Always a new connection (the retry path).
-    func connect(for client: any UpstreamClient, isHEAD: Bool) -> UpstreamConnection? {
-        guard let result = openSocket() else { return nil }
+    /// A new connection to `endpoint`, or (a refused connect, nothing sent) to the cluster's other endpoints in turn.
+    private func connectAny(for client: any UpstreamClient, isHEAD: Bool,
+                            from first: (index: Int, address: SocketAddress)) -> UpstreamConnection? {
+        var endpoint = first
+        var tried = 1
+        while true {
+            if let c = connect(for: client, isHEAD: isHEAD, to: endpoint) { return c }
+            guard let cluster = target.cluster, tried < cluster.count,
+                  let next = cluster.pick(now: worker.loop.now, excluding: endpoint.index) else { return nil }
+            endpoint = next
+            tried += 1
+        }
+    }
+
+    /// Always a new connection (the retry path): to another endpoint than `excluding` when the cluster has one.
+    func connect(for client: any UpstreamClient, isHEAD: Bool, excluding: Int) -> UpstreamConnection? {
+        let endpoint = pickEndpoint(excluding: excluding)
+        guard endpoint.index >= -1 else { return nil }
+        return connectAny(for: client, isHEAD: isHEAD, from: endpoint)
+    }
+
+    private func connect(for client: any UpstreamClient, isHEAD: Bool,
+                         to endpoint: (index: Int, address: SocketAddress)) -> UpstreamConnection? {
+        guard let result = openSocket(endpoint.address) else {
+            report(endpoint: endpoint.index, failed: true)
+            return nil
+        }
         let c = UpstreamConnection(socket: result.socket, pool: self, connecting: !result.connected, tls: result.tls)
+        c.endpoint = endpoint.index
         do {
             try worker.loop.register(fd: result.socket.fd, events: IOEvents.all, handler: c)
         } catch {
             c.transport.close()
+            report(endpoint: endpoint.index, failed: false)
             return nil
         }
         c.attach(client: client, isHEAD: isHEAD, reused: false)
+        c.outcomePending = target.cluster != nil
         return c
     }
 

@@ -75,4 +75,41 @@ import Testing
         #expect(errorLines(base + "verdict_token: {jwks_path: jwks}\n").count == 1)
         #expect(errorLines(base + "verdict_token: {signing: hs256}\n").count == 1, "unknown keys are refused")
     }
+
+    func clusterFile(_ upstream: String) -> String {
+        "version: 1\nlisteners:\n  - address: 127.0.0.1:8080\nupstreams:\n  api:\n" + upstream +
+            "routes:\n  - match: {path_prefix: /}\n    upstream: api\n"
+    }
+
+    @Test func clusterKeys() throws {
+        let u = try load(clusterFile(
+            "    endpoints: [\"http://10.0.0.5:3000\", \"http://api-2.internal:3000\"]\n" +
+            "    balance: least_request\n" +
+            "    health_check: {path: /healthz, interval: 2s, timeout: 500ms, unhealthy_threshold: 4, healthy_threshold: 1}\n" +
+            "    outlier: {consecutive_failures: 3, ejection: 10s}\n" +
+            "    dns_refresh: 5s\n")).upstreams[0]
+        #expect(u.endpoints == [UpstreamEndpointConfig(host: "10.0.0.5", port: 3000), UpstreamEndpointConfig(host: "api-2.internal", port: 3000)])
+        #expect(u.host == "10.0.0.5" && u.port == 3000)
+        #expect(u.cluster.balance == .leastRequest && u.cluster.outlierFailures == 3 && u.cluster.ejectionMillis == 10_000)
+        #expect(u.cluster.healthCheck == {
+            var h = HealthCheckConfig(path: "/healthz")
+            h.intervalMillis = 2_000; h.timeoutMillis = 500; h.unhealthyThreshold = 4; h.healthyThreshold = 1
+            return h
+        }())
+        #expect(u.cluster.dnsRefreshMillis == 5_000)
+        let single = try load(clusterFile("    url: http://127.0.0.1:3000\n")).upstreams[0]
+        #expect(single.endpoints == [UpstreamEndpointConfig(host: "127.0.0.1", port: 3000)] && single.cluster == ClusterConfig())
+    }
+
+    @Test func clusterErrorsAreAtTheirItems() {
+        #expect(errorLines(clusterFile("    endpoints: [\"http://a:1\", \"https://b:2\"]\n")) == [
+            "gateway.yml:6:31: upstreams.api.endpoints[1]: every endpoint must have the scheme and base path of the first (http, \"\")"])
+        #expect(errorLines(clusterFile("    endpoints: [\"http://a:1\", \"http://a:1\"]\n")) == [
+            "gateway.yml:6:31: upstreams.api.endpoints[1]: endpoint http://a:1 is listed twice"])
+        #expect(errorLines(clusterFile("    endpoints: [\"ftp://a:1\"]\n")).count == 1)
+        #expect(errorLines(clusterFile("    url: http://a:1\n    endpoints: [\"http://b:1\"]\n")).count == 1)
+        #expect(errorLines(clusterFile("    url: http://a:1\n    balance: random\n")).count == 1)
+        #expect(errorLines(clusterFile("    url: http://a:1\n    health_check: {interval: 1s}\n")).count == 1, "path is required")
+        #expect(errorLines(clusterFile("    url: http://a:1\n    outlier: {consecutive: 1}\n")).count == 1)
+    }
 }

@@ -92,8 +92,8 @@ class _Factory:
         self.items.append(g)
         return g
 
-    def upstream(self, behaviour="echo", name: str = "up", port: int = 0) -> U.Upstream:
-        u = U.Upstream(behaviour, name, port)
+    def upstream(self, behaviour="echo", name: str = "up", port: int = 0, host: str = "127.0.0.1") -> U.Upstream:
+        u = U.Upstream(behaviour, name, port, host)
         self.items.append(u)
         return u
 

@@ -374,8 +374,9 @@ class Upstream:
     connection), ``requests`` (parsed ``Req`` objects), ``errors`` (parse/IO problems seen).
     """
 
-    def __init__(self, behaviour="echo", name: str = "up", port: int = 0):
+    def __init__(self, behaviour="echo", name: str = "up", port: int = 0, host: str = "127.0.0.1"):
         self.name = name
+        self.host = host
         self.close_at_once = behaviour == "close"
         if callable(behaviour):
             self.handler = behaviour
@@ -396,7 +397,7 @@ class Upstream:
         self._threads: list[threading.Thread] = []
         self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.lsock.bind(("127.0.0.1", port))
+        self.lsock.bind((host, port))
         self.lsock.listen(256)
         self.lsock.settimeout(0.2)
         self.port = self.lsock.getsockname()[1]
@@ -406,7 +407,7 @@ class Upstream:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def snapshot(self) -> tuple[int, int, int]:
         with self.lock:
