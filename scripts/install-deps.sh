@@ -5,7 +5,7 @@ set -euo pipefail
 
 build_pkgs=(pkg-config libssl-dev libcbor-dev libnghttp2-dev libyaml-dev libhiredis-dev libsqlite3-dev libcurl4-openssl-dev)
 test_pkgs=(curl python3 redis-server nginx e2fsprogs openssl nghttp2-client)
-bench_pkgs=(nginx-light wrk procps haproxy python3 redis-server nghttp2-client openssl)
+bench_pkgs=(nginx-light wrk procps haproxy python3 redis-server nghttp2-client nghttp2-server openssl)
 soak_pkgs=(python3 redis-server)
 
 wanted=()
@@ -49,6 +49,7 @@ for group in "${@:-build}"; do
   fi
   if [ "$group" = bench ]; then
     ensure_python_module cryptography cryptography python3-cryptography   # scripts/bench/mint_tokens.py
+    ensure_python_module websockets websockets python3-websockets   # scripts/bench/ws_echo.py: the WebSocket rows
   fi
   if [ "$group" = soak ]; then
     ensure_python_module h2 h2 python3-h2           # scripts/soak/soak.py: its h2c client connections

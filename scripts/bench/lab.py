@@ -8,7 +8,9 @@ import itertools
 import json
 import os
 import sqlite3
+import struct
 import subprocess
+import sys
 from contextlib import closing
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,7 +20,7 @@ import apple_fakes
 import harness as H
 import peers as P
 import upstreams as U
-from load import H2Load, Run, WrkLoad, measure
+from load import H2Load, Run, WrkLoad, WsLoad, measure
 from material import AppAttest
 from mint_tokens import mint
 from peers import Proxy
@@ -31,11 +33,12 @@ class Lab:
         self.aa = AppAttest(s, tmp) if s.aa else None
         tls = apple_fakes.make_tls(tmp / "tls") if s.h2_tls else None   # a P-256 leaf of the e2e test CA
         self.tls = (tls.cert, tls.key) if tls else None
-        self.ports, self.proxies, self.skips = iter(P.free_ports(24)), {}, {}   # skips: row -> why it is not run
+        self.ports, self.proxies, self.skips = iter(P.free_ports(32)), {}, {}   # skips: row -> why it is not run
         self.seq, self.upstream, self.redis = itertools.count(1), None, None
+        self.grpc_up = self.ws_up = None   # the gRPC rows' h2c upstream, the WebSocket rows' echo server (core 1)
 
     def close(self) -> None:
-        for process in [*self.proxies.values(), self.upstream, self.redis]:
+        for process in [*self.proxies.values(), self.upstream, self.redis, self.grpc_up, self.ws_up]:
             if process is not None:
                 process.kill()
 
@@ -62,6 +65,44 @@ class Lab:
                      fresh=True)
         if s.aa:
             self.add("gw-appattest-sqlite", self.aa_gateway, fresh=True)
+        if s.grpc:
+            self.grpc_up = self.grpc_upstream(next(self.ports))
+            self.add("nginx-grpc", lambda p, tag: self.nginx(p.name, [f"{p.ports[0]} http2"], P.GRPC_PROXY,
+                                                              upstream_port=self.grpc_up.port, keepalive=100000000),
+                     gateway=False)
+            self.add("gw-grpc", lambda p, tag: gw(p, [{"name": "h2c", "address": f"127.0.0.1:{p.ports[0]}",
+                                                       "http2": True}], upstreams={
+                "grpc": {"url": f"http://127.0.0.1:{self.grpc_up.port}", "protocol": "h2c"}}, routes=[
+                {"name": "grpc", "match": {"path_prefix": "/bench.Echo/"}, "upstream": "grpc", "verify": []}]))
+        if s.ws:
+            self.ws_up = self.server("ws-echo", [sys.executable, str(HERE / "ws_echo.py"), "serve"], next(self.ports))
+            self.add("nginx-ws", lambda p, tag: self.nginx(p.name, [str(p.ports[0])], P.WS_PROXY,
+                                                            upstream_port=self.ws_up.port), gateway=False)
+            self.add("gw-ws", lambda p, tag: gw(p, upstreams={"ws": {"url": f"http://127.0.0.1:{self.ws_up.port}"}},
+                                                routes=[{"name": "ws", "match": {"path_prefix": "/ws/"},
+                                                         "upstream": "ws", "websocket": True, "verify": []}]))
+
+    def server(self, name: str, argv: list[str], port: int) -> P.Proc:
+        """An upstream without a config file on core 1, listening on `port` (the last argument)."""
+        workdir = self.tmp / name
+        proc = P.Proc(workdir / "argv", " ".join(argv + [str(port)]) + "\n", argv + [str(port)], None, 1, [port],
+                      workdir / "stdout.log")
+        proc.port = port
+        return proc
+
+    def grpc_upstream(self, port: int) -> P.Proc:
+        """nghttpd (h2c, one worker): `--echo-upload` answers a POST with its body (the request's 5-byte-prefixed
+        message) and `--trailer` adds grpc-status: 0; or grpc_echo.py (grpcio). The message file h2load posts."""
+        payload = b"attest-gateway bench gRPC message, 48 bytes ok.\n"
+        self.grpc_msg, self.grpc_answer = self.tmp / "grpc-message.bin", 5 + len(payload)
+        self.grpc_msg.write_bytes(b"\0" + struct.pack(">I", len(payload)) + payload)
+        if self.s.grpc_upstream == "grpcio":
+            return self.server("grpc-upstream", [sys.executable, str(HERE / "grpc_echo.py")], port)
+        htdocs = self.tmp / "grpc-upstream" / "htdocs"
+        htdocs.mkdir(parents=True, exist_ok=True)
+        return self.server("grpc-upstream", [self.s.nghttpd, "--no-tls", "--echo-upload", "--trailer",
+                                             "grpc-status: 0", "-n", "1", "-m", "1024", "-d", str(htdocs),
+                                             "-a", "127.0.0.1"], port)
 
     def add(self, name: str, starter, ports: int = 1, gateway: bool = True, fresh: bool = False) -> None:
         """Starts a proxy and, with BENCH_BASELINE_BIN, a gateway's twin on the baseline binary."""
@@ -75,10 +116,12 @@ class Lab:
             proxy.start("sanity" if fresh else "start")
 
     def nginx(self, name: str, listens: list[str], location: str, core: int = 0, upstream: bool = True,
-              **conf) -> P.Proc:
+              upstream_port: int | None = None, **conf) -> P.Proc:
+        """`upstream_port`: the `api` upstream block's server, when not the nginx `return 200` upstream."""
         workdir = self.tmp / name
         args = ["-e", str(workdir / "err.log"), "-p", str(workdir), "-c", str(workdir / "nginx.conf")]
-        text = P.nginx_conf(self.s.nginx, workdir, listens, location, self.up if upstream else None, **conf)
+        text = P.nginx_conf(self.s.nginx, workdir, listens, location, (upstream_port or self.up) if upstream else None,
+                            **conf)
         return P.Proc(workdir / "nginx.conf", text, [self.s.nginx, *args], [self.s.nginx, "-t", "-q", *args], core,
                       [int(listen.split()[0]) for listen in listens], workdir / "err.log")
 
@@ -95,14 +138,16 @@ class Lab:
                       proxy.ports, cfg.parent / "stdout.log")
 
     def gateway(self, proxy: Proxy, listeners: list[dict] | None = None, verifiers: dict | None = None,
-                state: dict | None = None, limited_use: bool = False) -> H.Gateway:
+                state: dict | None = None, limited_use: bool = False, upstreams: dict | None = None,
+                routes: list[dict] | None = None) -> H.Gateway:
         """`serve --workers 1` on core 0, its access log into /dev/null; one route `bench` (path_prefix /) to
-        upstream `api` (256 idle connections), verified by every verifier."""
+        upstream `api` (256 idle connections), verified by every verifier; `routes` (to `upstreams`) before it."""
         route = {"name": "bench", "match": {"path_prefix": "/"}, "upstream": "api", "verify": list(verifiers or {})}
         cfg = {"version": 1, "listeners": listeners or [{"address": f"127.0.0.1:{proxy.ports[0]}"}],
                "state": state or {"backend": "memory"}, "verifiers": verifiers,
-               "upstreams": {"api": {"url": f"http://127.0.0.1:{self.up}", "max_idle_connections": 256}},
-               "routes": [{**route, "limited_use": True} if limited_use else route]}
+               "upstreams": {**(upstreams or {}),
+                             "api": {"url": f"http://127.0.0.1:{self.up}", "max_idle_connections": 256}},
+               "routes": [*(routes or []), {**route, "limited_use": True} if limited_use else route]}
         workdir = self.tmp / proxy.name
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "stdout.log").unlink(missing_ok=True)
@@ -173,14 +218,25 @@ class Lab:
                 ("counter 2", second, "200"), ("counter 2 again", second, "401 counter_not_increasing"),
                 ("counter 1 after it", first, "401 counter_not_increasing"),
                 ("no assertion", [], "401 missing_token")]))
+        if s.grpc:
+            grpc_answers("upstream", self.grpc_up.port, self.grpc_msg, s.grpc_upstream == "grpcio", required=True)
+            sections.append(("gRPC (nghttp POST /bench.Echo/Unary, h2c prior knowledge; must be: :status 200, "
+                             "the message echoed, trailer grpc-status: 0)", ["nginx-grpc", "gw-grpc"],
+                             lambda proxy: grpc_answers(proxy.name, proxy.ports[0], self.grpc_msg,
+                                                        s.grpc_upstream == "grpcio")))
+        if s.ws:
+            sections.append(("WebSocket (ws_echo.py client, 1 connection, 20 messages; must be: every echo right)",
+                             ["nginx-ws", "gw-ws"], lambda proxy: ws_answers(proxy.name, proxy.ports[0])))
         for what, names, probes in sections:
             if what:
-                must = f" (must be: {', '.join(f'{label} {want}' for label, _, want in probes)})" if probes else ""
+                must = (f" (must be: {', '.join(f'{label} {want}' for label, _, want in probes)})"
+                        if isinstance(probes, list) else "")
                 print(f"sanity, {what}{must}:")
             for proxy in [self.proxies.get(n + sfx) for n in names for sfx in ("", "@base")]:
                 try:
                     if proxy and not proxy.broken:
-                        self.check_h2(proxy) if probes is None else check_answers(proxy, probes)
+                        (self.check_h2 if probes is None else probes if callable(probes) else
+                         lambda p: check_answers(p, probes))(proxy)
                 except RuntimeError as e:
                     proxy.fail(str(e))
             if what:
@@ -235,6 +291,16 @@ class Lab:
             desc = {"h1": "--h1", "tls": "h2 TLS"}.get(kind, "h2c") + f" -c{conns} -m{streams}"
             rows.append(Row(name, p[proxy], H2Load(kind, conns, streams), H2Load(kind, conns, streams), h2=desc,
                             port=int(kind == "tls")))
+        if s.grpc:   # POST /bench.Echo/Unary, a 5-byte-prefixed message; every answer must carry the echoed one
+            grpc = H2Load("grpc", s.grpc_conns, s.grpc_streams, path="/bench.Echo/Unary", data=self.grpc_msg,
+                          headers=("content-type: application/grpc", "te: trailers"), answer=self.grpc_answer)
+            desc = f"gRPC h2c -c{s.grpc_conns} -m{s.grpc_streams}"
+            rows += [Row("gw-grpc", p["gw-grpc"], grpc, grpc, h2=desc), Row("nginx-grpc", p["nginx-grpc"], grpc, grpc,
+                                                                             h2=desc)]
+        if s.ws:
+            ws = WsLoad(s.ws_conns, s.ws_messages)
+            desc = f"-c{s.ws_conns} {s.ws_messages} msgs"
+            rows += [Row("gw-ws", p["gw-ws"], ws, ws, ws=desc), Row("nginx-ws", p["nginx-ws"], ws, ws, ws=desc)]
         twins = []
         for row in rows:
             base = p.get(row.proxy.name + "@base")
@@ -273,6 +339,7 @@ class Row:
     warm: WrkLoad | H2Load
     load: WrkLoad | H2Load                  # the measured run's
     h2: str = ""                            # an HTTP/2 row: its h2load column
+    ws: str = ""                            # a WebSocket row: its client column
     port: int = 0                           # which of the proxy's ports
     side: bool = False                      # redis-server's CPU µs/req too
     tokens: bool = False                    # a token list: its wrap-arounds are noted
@@ -326,6 +393,43 @@ def h2_answers(name: str, url: str) -> bool:
         shown = [line for line in out.splitlines() if not line.startswith(" " * 10) and "PRIORITY frame" not in line]
         print("\n".join("      " + line for line in shown[:12]))
     return ok
+
+
+def grpc_answers(name: str, port: int, message: Path, grpcio: bool, required: bool = False) -> None:
+    """nghttp POST of the gRPC message (h2c prior knowledge): :status 200, the message echoed in the DATA, the
+    trailer grpc-status: 0 (and content-type application/grpc from grpcio; nghttpd's echo sends none). `required`
+    (the upstream itself): a failure stops the bench; else RuntimeError, the proxy's failure."""
+    url = f"http://127.0.0.1:{port}/bench.Echo/Unary"
+    try:
+        out = subprocess.run(["nghttp", "-v", "-d", str(message), "-H", "content-type: application/grpc", "-H",
+                              "te: trailers", url], capture_output=True, timeout=10).stdout.decode("latin-1")
+    except subprocess.TimeoutExpired:
+        out = "(nghttp timed out after 10 s)"
+    payload = message.read_bytes()[5:].decode().strip()
+    want = [") :status: 200", payload, ") grpc-status: 0"] + [") content-type: application/grpc"] * grpcio
+    ok = all(w in out for w in want)
+    print(f"  {name:<22} {url}: " + ("200, message echoed, grpc-status 0" if ok else "NOT a good gRPC answer; nghttp "
+                                        "said:"))
+    if not ok:
+        shown = [line for line in out.splitlines() if not line.startswith(" " * 10) and "PRIORITY frame" not in line]
+        print("\n".join("      " + line for line in shown[:16]))
+        if required:
+            raise RuntimeError(f"the gRPC upstream on 127.0.0.1:{port} does not answer as it should")
+        raise RuntimeError("does not proxy gRPC (see above)")
+
+
+def ws_answers(name: str, port: int) -> None:
+    """ws_echo.py's client through the proxy: 20 messages on 1 connection, every echo right."""
+    out = subprocess.run([sys.executable, str(HERE / "ws_echo.py"), "client", f"ws://127.0.0.1:{port}/ws/echo",
+                          "--connections", "1", "--messages", "20", "--seconds", "10"],
+                         capture_output=True, text=True, timeout=30)
+    line = next((x for x in out.stdout.splitlines() if x.startswith("bench-ws: ")), "")
+    r = json.loads(line.split(": ", 1)[1]) if line else {}
+    ok = r.get("messages") == 20 and not r.get("error_count")
+    print(f"  {name:<22} ws://127.0.0.1:{port}/ws/echo: {'20 of 20 echoed' if ok else 'FAILED'}")
+    if not ok:
+        print(f"      {r.get('errors') or (out.stdout + out.stderr)[-1500:]}")
+        raise RuntimeError("does not proxy WebSocket (see above)")
 
 
 def app_attest_check(lab: Lab, row: Row, label: str, run: Run) -> None:

@@ -4,13 +4,15 @@ proxy's CPU from /proc/<pid>/stat (utime + stime, all threads), core 1's busy sh
 from __future__ import annotations
 
 import os
+import json
 import re
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from peers import Proxy, pinned
-from settings import Settings, loud
+from settings import HERE, Settings, loud
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 UNITS_US = {"us": 1.0, "ms": 1e3, "s": 1e6, "m": 60e6, "h": 3600e6}
@@ -67,18 +69,38 @@ class WrkLoad:
 
 @dataclass(frozen=True)
 class H2Load:
-    kind: str            # h1 (--h1), h2c (prior knowledge), mux (h2c, many streams), tls (ALPN h2 only)
+    kind: str            # h1 (--h1), h2c (prior knowledge), mux (h2c, many streams), tls (ALPN h2 only), grpc (h2c)
     conns: int
     streams: int
+    path: str = "/bench"
+    data: Path | None = None                # a POST body (-d), sent in every request
+    headers: tuple[str, ...] = ()           # -H each
+    answer: int = 0                         # bytes of DATA every response must carry (0: not checked)
     env = ()
 
     def argv(self, seconds: int, port: int, measured: bool) -> list[str]:
         proto = {"h1": "--h1", "tls": "--npn-list=h2"}.get(self.kind, "--no-tls-proto=h2c")
-        return ["h2load", "-t1", f"-c{self.conns}", f"-m{self.streams}", "-D", str(seconds), proto,
-                f"{'https' if self.kind == 'tls' else 'http'}://127.0.0.1:{port}/bench"]
+        return (["h2load", "-t1", f"-c{self.conns}", f"-m{self.streams}", "-D", str(seconds), proto]
+                + (["-d", str(self.data)] if self.data else []) + [a for h in self.headers for a in ("-H", h)]
+                + [f"{'https' if self.kind == 'tls' else 'http'}://127.0.0.1:{port}{self.path}"])
 
 
-def on_core1(load: WrkLoad | H2Load, seconds: int, port: int, measured: bool = False) -> str:
+@dataclass(frozen=True)
+class WsLoad:
+    """ws_echo.py's client: `messages` in all over `conns` connections, each awaiting its echo, until all are echoed
+    or the run's seconds have passed (a warm-up sends a tenth of them, at least 500)."""
+    conns: int
+    messages: int
+    path: str = "/ws/echo"
+    env = ()
+
+    def argv(self, seconds: int, port: int, measured: bool) -> list[str]:
+        count = self.messages if measured else max(self.messages // 10, 500)
+        return [sys.executable, str(HERE / "ws_echo.py"), "client", f"ws://127.0.0.1:{port}{self.path}",
+                "--connections", str(self.conns), "--messages", str(count), "--seconds", str(seconds)]
+
+
+def on_core1(load: WrkLoad | H2Load | WsLoad, seconds: int, port: int, measured: bool = False) -> str:
     try:
         with pinned(1):
             p = subprocess.run(load.argv(seconds, port, measured), capture_output=True, text=True,
@@ -132,14 +154,47 @@ def parse_h2load(output: str, load: H2Load, run: Run) -> int | None:
         run.errors.append("non-2xx {}/{}/{} (3xx/4xx/5xx)".format(*non2xx))
     if proto != want:
         run.errors.append(f"protocol {proto or 'none'}, not {want}")
+    if load.answer:   # h2load cannot see trailers; a response without the message (trailers-only) shows here
+        data, started = found(r"^traffic:.*\((\d+)\) data$", output), count("requests:", "started")
+        run.fig["data"] = None if data is None else int(data)
+        if data is None or started is None:
+            run.errors.append("no DATA byte count in h2load's output")
+        elif int(data) < ok * load.answer:
+            run.errors.append(f"DATA {data} bytes for {ok} succeeded (each must carry {load.answer}): "
+                              f"{ok - int(data) // load.answer} or more without the message")
+        elif int(data) > started * load.answer:
+            run.errors.append(f"DATA {data} bytes: more than {started} started requests' {load.answer} each")
     return ok
 
 
-def measure(label: str, proxy: Proxy, port: int, warm: WrkLoad | H2Load, load: WrkLoad | H2Load, s: Settings,
-            side_pid: int | None = None) -> Run:
+def parse_ws(output: str, load: WsLoad, run: Run) -> int | None:
+    """ws_echo.py's `bench-ws:` line: the messages echoed (None when there is none); run gets the figures."""
+    line = found(r"^bench-ws: (\{.*\})\s*$", output)
+    try:
+        r = json.loads(line) if line else None
+    except ValueError:
+        r = None
+    if not r or not r.get("messages") or not r.get("seconds"):
+        run.errors += [f"ws client: {e}" for e in (r or {}).get("errors", [])]
+        return None
+    run.fig.update(rps=r["messages"] / r["seconds"], ok=r["messages"], mean=r["mean_us"], p99=r["p99_us"],
+                   max=r["max_us"], fail_count=r["error_count"])
+    if r["error_count"]:
+        run.errors.append(f"{r['error_count']} connection(s) failed: " + "; ".join(r["errors"][:2]))
+    if r["messages"] < r["asked"] and not r["error_count"]:
+        run.notes.append(f"stopped at the time limit: {r['messages']} of {r['asked']} messages")
+    return r["messages"]
+
+
+TOOLS = {WrkLoad: ("wrk", parse_wrk), H2Load: ("h2load", parse_h2load), WsLoad: ("ws client", parse_ws)}
+
+
+def measure(label: str, proxy: Proxy, port: int, warm: WrkLoad | H2Load | WsLoad, load: WrkLoad | H2Load | WsLoad,
+            s: Settings, side_pid: int | None = None) -> Run:
     """The warm-up, then the measured load between two readings of the proxy's (and side process's) CPU and of core
-    1's; CPU µs per request over the requests the load generator completed (h2load: succeeded)."""
-    run, tool = Run(), "h2load" if isinstance(load, H2Load) else "wrk"
+    1's; CPU µs per request over the requests the load generator completed (h2load: succeeded; the WebSocket
+    client: messages echoed)."""
+    run, (tool, parse) = Run(), TOOLS[type(load)]
     run.fig["warm_wraps"] = wraps_in(on_core1(warm, s.warmup, port))
     if not proxy.alive():
         run.fail("died during warm-up", f"{label}: {proxy.name} (pid {proxy.current.proc.pid}) DIED during warm-up")
@@ -152,7 +207,7 @@ def measure(label: str, proxy: Proxy, port: int, warm: WrkLoad | H2Load, load: W
         run.fail("died during the measured run", f"{label}: {proxy.name} DIED during the run")
         print(shown)
         return run
-    requests = (parse_h2load if tool == "h2load" else parse_wrk)(output, load, run)
+    requests = parse(output, load, run)
     if requests is None:
         run.fail(f"no result ({tool} output not understood)", f"{label}: {tool} produced no result")
         print(shown)

@@ -19,6 +19,9 @@ BODY = "attest-gateway bench upstream: 50-byte body ok.\\n"   # 47 characters + 
 BODY_MARK = b"50-byte body ok."
 UPSTREAM = f'default_type text/plain; return 200 "{BODY}";'
 PROXY = 'proxy_pass http://api; proxy_http_version 1.1; proxy_set_header Connection "";'
+GRPC_PROXY = "grpc_pass grpc://api;"   # the `api` upstream block (keepalive) on the gRPC upstream
+WS_PROXY = ('proxy_pass http://api; proxy_http_version 1.1; proxy_set_header Upgrade $http_upgrade; '
+            'proxy_set_header Connection "upgrade";')
 
 
 def nginx_conf(nginx: str, workdir: Path, listens: list[str], location: str, upstream: int | None,
@@ -120,14 +123,15 @@ def free_ports(count: int) -> list[int]:
 
 class Proc:
     """nginx or HAProxy: its config file written and accepted by `check`, then the process, its output in
-    stdout.log beside the config, ready once every port accepts; `log_path` is the log worth showing when it fails."""
+    stdout.log beside the config, ready once every port accepts; `log_path` is the log worth showing when it fails.
+    A server without a config file (nghttpd, the Python upstreams) has `check` None: `text` is its command line."""
 
-    def __init__(self, config: Path, text: str, argv: list[str], check: list[str], core: int, ports: list[int],
-                 log_path: Path):
+    def __init__(self, config: Path, text: str, argv: list[str], check: list[str] | None, core: int,
+                 ports: list[int], log_path: Path):
         config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text(text)
-        p = subprocess.run(check, capture_output=True, text=True, timeout=30)
-        if p.returncode != 0:
+        p = subprocess.run(check, capture_output=True, text=True, timeout=30) if check else None
+        if p is not None and p.returncode != 0:
             raise RuntimeError(f"{Path(argv[0]).name} config check failed:\n{p.stdout}{p.stderr}")
         self.log_path, output = log_path, config.parent / "stdout.log"
         with open(output, "ab") as out, pinned(core):

@@ -19,6 +19,13 @@ H2_COLUMNS = [("row", "name", -14, "", ""), ("h2load", "desc", -21, "", ""), ("r
               ("core1 %", "core1", 7, "%.0f", "median"), ("succeeded", "ok", 9, "%d", "median"),
               ("failed", "fail_count", 6, "%d", "sum"), ("protocol", "proto", -8, "%s", "last"),
               ("errors", "errors", 0, "", "")]
+WS_COLUMNS = [("row", "name", -14, "", ""), ("client", "desc", -21, "", ""), ("msg/s", "rps", 10, "%.2f", "median"),
+              ("mean us", "mean", 8, "%.1f", "median"), ("p99 us", "p99", 8, "%.1f", "median"),
+              ("CPU us/msg", "cpu", 10, "%.2f", "median"), ("CPU s", "cpus", 7, "%.2f", "median"),
+              ("core1 %", "core1", 7, "%.0f", "median"), ("messages", "ok", 9, "%d", "median"),
+              ("errors", "errors", 0, "", "")]
+WS_TITLE = ("WebSocket rows (ws_echo.py client on core 1: each message awaits its echo; mean/p99: round trip; "
+            "CPU us/msg: the proxy's CPU per echoed message, one frame each way)")
 BASE_COLUMNS = [("row", "name", -19, "", ""), ("base req/s", "base_rps", 10, "%.2f", ""),
                 ("req/s", "rps", 10, "%.2f", ""), ("ratio", "rps_ratio", 6, "%.3f", ""),
                 ("base CPU us/req", "base_cpu", 15, "%.2f", ""), ("CPU us/req", "cpu", 10, "%.2f", ""),
@@ -77,14 +84,15 @@ def median_cells(t: Table, columns: list, name: str) -> dict[str, str]:
 def print_tables(t: Table, title: str, h2_title: str, cells_of, stored: bool) -> None:
     """Both tables, then redis-server's CPU (and the App Attest store's count) beside its row."""
     print(title)
-    for wanted, all_columns in ((False, WRK_COLUMNS), (True, H2_COLUMNS)):
-        rows = [r for r in t.rows if bool(r.h2) == wanted]
+    for kind, all_columns, heading in (("wrk", WRK_COLUMNS, ""), ("h2", H2_COLUMNS, f"HTTP/2 rows ({h2_title})"),
+                                       ("ws", WS_COLUMNS, WS_TITLE)):
+        rows = [r for r in t.rows if ("h2" if r.h2 else "ws" if r.ws else "wrk") == kind]
         columns, head = table(all_columns, [r.name for r in rows])
         if rows:
-            print(f"   HTTP/2 rows ({h2_title}):\n{head}" if wanted else head)
+            print(f"   {heading}:\n{head}" if heading else head)
         for row in rows:
             cells = {"rps": "skipped", "errors": row.skip} if row.skip else cells_of(columns, row.name)
-            print(line(columns, {"name": row.name, "desc": row.h2, **cells}))
+            print(line(columns, {"name": row.name, "desc": row.h2 or row.ws, **cells}))
     for name in t.runs:
         side = cells_of([("", "scpu", 0, "%.2f", "median"), ("", "stored", 0, "%d", "median")], name)
         if name.startswith("gw-lu-redis"):
@@ -112,13 +120,14 @@ TARGET_DISTINCT = 1.5    # gw-rs256-distinct req/s ÷ haproxy-distinct req/s mus
 TARGET_REPEATED = 1.0    # gw-rs256-repeated req/s ÷ nginx (proxy_pass, no token) req/s must be ≥ this
 TARGET_LU_SQLITE = 0.7   # gw-lu-sqlite req/s ÷ gw-rs256-distinct req/s must be ≥ this
 LABELS = {"rps": "req/s      ", "cpu": "CPU µs/req "}
+MSG_LABELS = {"rps": "msg/s      ", "cpu": "CPU µs/msg "}   # the WebSocket rows': per echoed message
 RPS, CPU, BOTH = ("rps",), ("cpu",), ("rps", "cpu")
 
 
 def ratio(t: Table, width: int, metric: str, a: str, b: str, target: float | None = None, at_least: bool = True,
-          b_label: str = "") -> str:
+          b_label: str = "", labels: dict = LABELS) -> str:
     """`<metric> a ÷ b = r`, against the target if there is one; `unavailable` when a side has no result."""
-    label = f"{LABELS[metric]} {f'{a} ÷ {b_label or b}':<{width}}"
+    label = f"{labels[metric]} {f'{a} ÷ {b_label or b}':<{width}}"
     x, y = t.median(a, metric), t.median(b, metric)
     flags = "".join(f" [{n} INVALID]" for n in (a, b) if t.invalid(n))
     if x is None or not y:
@@ -179,6 +188,18 @@ def summary(t: Table, s) -> list[str]:
                   *(section(32, (BOTH, "gw-h2-tls", "nginx-h2-tls")) if s.h2_tls else []),
                   # the same process under both load generators: how far h2load's and wrk's figures differ
                   ratio(t, 32, "cpu", "gw-h1-h2load", "attest-gateway", b_label="attest-gateway (wrk)")]
+    if s.grpc:
+        lines += [f"-- gRPC unary over h2c (h2load POST -c{s.grpc_conns} -m{s.grpc_streams} → proxy → "
+                  f"{s.grpc_upstream} echo, h2c; no target: information)",
+                  *section(32, (BOTH, "gw-grpc", "nginx-grpc"))]
+        for name in ("gw-grpc", "nginx-grpc"):
+            core1 = t.median(name, "core1")
+            lines += [f"{name}: core 1 (h2load + upstream) {core1:.0f} % busy: req/s is bounded there, compare "
+                      "CPU µs/req"] if core1 is not None and core1 >= 90 else []
+    if s.ws:
+        lines += [f"-- WebSocket echo ({s.ws_conns} connections, {s.ws_messages} messages, each awaiting its echo; "
+                  "the client does not saturate either proxy: compare CPU µs/msg; no target: information)",
+                  *(ratio(t, 32, m, "gw-ws", "nginx-ws", labels=MSG_LABELS) for m in ("cpu", "rps"))]
     lines += baseline(t, s) if s.base else []
     lines += [f"{r.name}: skipped: {r.skip}" for r in t.rows if r.skip]
     return lines + [f"{n}: {t.invalid(n)}: its figures do not count" for n in t.runs if t.invalid(n)]

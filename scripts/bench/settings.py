@@ -66,6 +66,11 @@ class Settings:
         self.h2 = on("BENCH_H2")
         self.h2_tls = self.h2 and on("BENCH_H2_TLS")
         self.mux_conns, self.mux_streams = number("BENCH_H2_MUX_CONNECTIONS", 8), number("BENCH_H2_MUX_STREAMS", 32)
+        self.grpc, self.grpc_upstream = on("BENCH_GRPC"), env("BENCH_GRPC_UPSTREAM") or "nghttpd"
+        self.grpc_conns, self.grpc_streams = number("BENCH_GRPC_CONNECTIONS", 8), number("BENCH_GRPC_STREAMS", 16)
+        self.nghttpd = env("NGHTTPD_BIN") or shutil.which("nghttpd") or "/usr/sbin/nghttpd"
+        self.ws, self.ws_conns = on("BENCH_WS"), number("BENCH_WS_CONNECTIONS", 4)
+        self.ws_messages = number("BENCH_WS_MESSAGES", 20000)
         # the limited-use rows' own warm-up tokens (never sent in a measured run); assertions per device
         self.lu_warm = max(self.warmup * 22000, 5000) if self.lu else 0
         self.aa_per_warm = math.ceil(max(self.warmup * 20000, 5000) / self.aa_devices)
@@ -78,11 +83,21 @@ class Settings:
                 ("redis-server", self.redis, self.lu, "BENCH_LU=0"), ("wrk", shutil.which("wrk") or "wrk", True, ""),
                 ("h2load", shutil.which("h2load") or "h2load", self.h2, "BENCH_H2=0"),
                 ("nghttp", shutil.which("nghttp") or "nghttp", self.h2, "BENCH_H2=0"),
-                ("openssl", shutil.which("openssl") or "openssl", self.h2_tls, "BENCH_H2_TLS=0")]:
+                ("openssl", shutil.which("openssl") or "openssl", self.h2_tls, "BENCH_H2_TLS=0"),
+                ("h2load", shutil.which("h2load") or "h2load", self.grpc, "BENCH_GRPC=0"),
+                ("nghttp", shutil.which("nghttp") or "nghttp", self.grpc, "BENCH_GRPC=0"),
+                ("nghttpd", self.nghttpd, self.grpc and self.grpc_upstream == "nghttpd", "BENCH_GRPC=0")]:
             if needed and not executable(path):
                 die(f"{what} not found at {path} (run: make build / scripts/install-deps.sh bench"
                     + (f", or {off})" if off else ")"))
         if self.rs256 and find_spec("cryptography") is None:
             die("python cryptography missing, the token minter needs it (run: scripts/install-deps.sh bench)")
+        if self.grpc and self.grpc_upstream not in ("nghttpd", "grpcio"):
+            die(f"BENCH_GRPC_UPSTREAM={self.grpc_upstream!r}: must be nghttpd or grpcio")
+        if self.grpc and self.grpc_upstream == "grpcio" and find_spec("grpc") is None:
+            die("python grpcio missing, BENCH_GRPC_UPSTREAM=grpcio needs it (pip install grpcio, or BENCH_GRPC=0)")
+        if self.ws and find_spec("websockets") is None:
+            die("python websockets missing, the WebSocket rows need it (run: scripts/install-deps.sh bench, or "
+                "BENCH_WS=0)")
         if not {0, 1} <= os.sched_getaffinity(0):
             die("needs cores 0 and 1 for the pinning (core 0: proxy, core 1: load + upstream)")
