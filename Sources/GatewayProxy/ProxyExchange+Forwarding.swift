@@ -94,7 +94,8 @@ extension ProxyExchange {
         let hasBody = head.framing != .none
         let pool = gen.pools[route.upstreamIndex]
         guard let up = pool.acquireLeg(for: self, head: head,
-                                       silenceMillis: head.grpc ? route.streamIdleMillis : pool.target.responseTimeoutMillis) else {
+                                       silenceMillis: exchange.streamIdleMillis != 0 ? exchange.streamIdleMillis
+                                                                                      : pool.target.responseTimeoutMillis) else {
             respondLocal(UpstreamFailure.connectFailed.response, close: hasBody || !head.keepAlive)
             return
         }

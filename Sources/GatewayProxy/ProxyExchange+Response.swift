@@ -83,7 +83,9 @@ extension ProxyExchange {
     func respondLocal(_ response: LocalResponse, close closeConnection: Bool) {
         // HEAD: the answer has no content (RFC 9110 9.3.2); a body would be read as the next response's start.
         var response = response; response.headOnly = exchange.head?.methodIs("HEAD") ?? false
-        response.grpc = exchange.head?.grpc ?? false
+        // A gRPC call's answer is trailers-only; never a forward-auth or registration answer: a proxy asking
+        // forward-auth reads the HTTP status (a 200 carrying grpc-status 16 would read as "allow").
+        response.grpc = (exchange.head?.grpc ?? false) && exchange.forwardAuth == nil && exchange.registration == nil
         if exchange.head == nil { exchange.startMicros = MonotonicClock.nowMicros() }
         exchange.outMark = sink.bytesOut
         let close = closeConnection || http.closeAfter || (exchange.head.map { !$0.keepAlive } ?? true) || worker.draining

@@ -112,7 +112,8 @@ extension ProxyExchange {
         exchange.routeIndex = routeIndex
         let route = gen.routes[routeIndex]
         exchange.bodyLimit = route.maxBodyBytes
-        if head.grpc { exchange.streamIdleMillis = route.streamIdleMillis }
+        // gRPC runs over HTTP/2 only: an HTTP/1.1 client naming application/grpc does not get the longer idle limit.
+        if head.grpc && http2 { exchange.streamIdleMillis = route.streamIdleMillis }
         if head.upgradeWebSocket {
             // Only a route that allows it switches protocols, and only on a handshake of the RFC's form; any other
             // reading of the request (a plain GET with Upgrade stripped) would hand the client something else.

@@ -10,7 +10,9 @@ import HTTP2
 /// shared by the exchanges of one loop. Loop-confined.
 final class UpstreamH2Connection: LoopHandler, H2ClientDelegate {
     let transport: SocketTransport
-    unowned(unsafe) let pool: UpstreamPool
+    /// Strong: a reload retires the pool while this connection may still carry streams (the cycle ends when the
+    /// connection closes and leaves the pool's `sessions`, or the retired pool drops them).
+    let pool: UpstreamPool
     let session: H2ClientSession
     private let inBuf = ByteBuffer(capacity: 16 * 1024)
     private let outBuf = ByteBuffer(capacity: 16 * 1024)

@@ -8,7 +8,9 @@ import HTTP2
 /// and the response comes back to the exchange as the same typed parts an HTTP/1.1 upstream gives: a head, body
 /// bytes (their window reopened only as the client takes them), trailers, the end. Loop-confined.
 final class UpstreamH2Stream: UpstreamLeg {
-    unowned(unsafe) let connection: UpstreamH2Connection
+    /// Strong: a stream whose request was never submitted is in no `streams` table, and may outlive its connection's
+    /// place in the pool.
+    let connection: UpstreamH2Connection
     private(set) var client: (any UpstreamClient)?
     /// The stream id, once the request was submitted.
     private(set) var id: Int32? = nil
@@ -173,7 +175,17 @@ final class UpstreamH2Stream: UpstreamLeg {
         complete()
     }
 
+    /// Response bytes held back from a slow client go back to the windows when the stream ends, however it ends:
+    /// otherwise the shared connection's window shrinks for good.
+    private func giveBackWindow() {
+        guard unacknowledged > 0, let id else { return }
+        connection.session.consume(stream: id, unacknowledged)
+        unacknowledged = 0
+        paused = false
+    }
+
     private func complete() {
+        giveBackWindow()
         guard let c = client else { return }
         client = nil
         finished = true
@@ -194,6 +206,7 @@ final class UpstreamH2Stream: UpstreamLeg {
     /// The response is complete; a request still being sent ends with RST_STREAM(NO_ERROR) (RFC 9113 8.1).
     func release(reusable: Bool) {
         reportOutcome(failed: false)
+        giveBackWindow()
         finished = true
         client = nil
         if let id, !closedOnWire, !(body.ended && body.bytes.isEmpty) {
@@ -211,6 +224,7 @@ final class UpstreamH2Stream: UpstreamLeg {
 
     func abort() {
         reportOutcome(failed: false)
+        giveBackWindow()
         guard !finished else { return }
         finished = true
         client = nil
@@ -236,6 +250,7 @@ final class UpstreamH2Stream: UpstreamLeg {
 
     private func fail(_ failure: UpstreamFailure) {
         reportOutcome(failed: true)
+        giveBackWindow()
         let c = client
         client = nil
         if !finished {

@@ -422,3 +422,16 @@ def test_a_head_call_is_answered_without_a_body_on_a_kept_connection(env):
             assert int(r.one("content-length")) > 0
         r = c.request(http_get(VERIFY + "/api/after-head", [(H, token)]))
         assert r is not None and r.status == 200 and json.loads(r.body) == {"verdict": "verified"}
+
+
+def test_a_grpc_content_type_does_not_turn_a_forward_auth_rejection_into_a_200(env):
+    """A proxy copies the original request's headers into the auth call; for gRPC traffic that includes
+    content-type application/grpc. The call is still answered by HTTP status (a 200 would read as "allow")."""
+    grpc = [("Content-Type", "application/grpc"), ("TE", "trailers")]
+    r = call(env, VERIFY, [("X-Forwarded-Method", "POST"), ("X-Forwarded-Uri", "/api/svc.Echo/Call")] + grpc)
+    assert r.status == 401 and json.loads(r.body)["reason"] == "missing_token"
+    assert r.one("grpc-status") is None
+    r = call(env, VERIFY, [("X-Forwarded-Method", "POST"), ("X-Forwarded-Uri", "/api/svc.Echo/Call"), (H, env.iss.token())] + grpc)
+    assert r.status == 200 and r.one("x-attest-verdict") == "verified"
+    r = via_nginx(env, "/api/svc.Echo/Call", grpc, method="POST")
+    assert r.status == 401
