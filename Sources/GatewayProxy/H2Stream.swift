@@ -258,21 +258,20 @@ final class H2Stream: ResponseSink, ExchangeCarrier {
 
 /// A response's fields for nghttp2: names lower-cased and values back to back in one buffer.
 private struct FieldList {
-    var bytes: [UInt8] = []
-    var fields: [(name: Range<Int>, value: Range<Int>)] = []
+    private var block = H2Fields()
     /// The RFC 9113 size of the list (name + value + 32 per field), for bytes_out.
     var size = 0
 
+    var bytes: [UInt8] { block.bytes }
+    var fields: [(name: Range<Int>, value: Range<Int>)] { block.fields }
+
     init(capacity: Int, count: Int) {
-        bytes.reserveCapacity(capacity)
-        fields.reserveCapacity(count)
+        block.bytes.reserveCapacity(capacity)
+        block.fields.reserveCapacity(count)
     }
 
     mutating func add(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
-        let n = bytes.count..<(bytes.count + name.count)
-        for c in name { bytes.append(c >= 65 && c <= 90 ? c | 0x20 : c) }
-        bytes.append(contentsOf: value)
-        fields.append((n, n.upperBound..<bytes.count))
+        block.addLowercased(name, value)
         size += name.count + value.count + 32
     }
 }

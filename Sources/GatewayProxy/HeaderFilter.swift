@@ -231,13 +231,16 @@ extension HeaderFilter {
         case .forward: break
         default: return false
         }
-        let forbidden: [StaticString] = ["content-length", "host", "authorization", "cookie", "set-cookie", "trailer",
-                                         "content-encoding", "content-type", "content-range", "expect", "max-forwards",
-                                         "www-authenticate", "proxy-authenticate", "proxy-authorization", "age",
-                                         "cache-control", "expires", "date", "location", "retry-after", "vary"]
-        for f in forbidden where eq(name, f) { return false }
+        for f in trailerForbidden where eq(name, f) { return false }
         return true
     }
+
+    /// Names a trailer must not carry beyond the ones `classify` drops (framing, routing, auth, caching, control).
+    private static let trailerForbidden: [StaticString] = [
+        "content-length", "host", "authorization", "cookie", "set-cookie", "trailer", "content-encoding",
+        "content-type", "content-range", "expect", "max-forwards", "www-authenticate", "proxy-authenticate",
+        "proxy-authorization", "age", "cache-control", "expires", "date", "location", "retry-after", "vary",
+    ]
 }
 
 #if canImport(Glibc)

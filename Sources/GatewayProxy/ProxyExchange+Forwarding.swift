@@ -142,7 +142,7 @@ extension ProxyExchange {
                     scratch.append("\r\n" as StaticString)
                 }
                 HeaderFilter.appendUpstreamRequestHead(head, basePath: pool.target.basePath, clientAddress: clientAddress,
-                                                       strip: (plan.stripTokenHeaders ? plan.tokenHeaders : []) + verdictStrip,
+                                                       strip: Self.stripped(plan, verdictStrip),
                                                        extra: scratch.readable, requestID: id, https: https,
                                                        target: exchange.canonicalTarget, authority: exchange.authority,
                                                        trustedPeer: trustedPeer, upgrade: exchange.webSocket, to: out)
@@ -171,6 +171,13 @@ extension ProxyExchange {
         }
         // The head goes out with the first body bytes (or alone) when processing of this read ends.
         if !hasBody { up.flush() }
+    }
+
+    /// The request fields to drop for a verified route: its token headers (`strip_token_headers`) and a client's
+    /// copy of the verdict field (only when `verdict_token.header` is not an X-Attest-* name: no copy otherwise).
+    @inline(__always) static func stripped(_ plan: Authenticator, _ verdictStrip: [[UInt8]]) -> [[UInt8]] {
+        let tokens = plan.stripTokenHeaders ? plan.tokenHeaders : []
+        return verdictStrip.isEmpty ? tokens : tokens + verdictStrip
     }
 
     /// We answer 100-continue ourselves (Expect is not forwarded), once the gateway wants the body.

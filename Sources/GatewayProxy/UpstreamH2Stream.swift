@@ -311,9 +311,7 @@ final class UpstreamH2Stream: UpstreamLeg {
                 if !(value.count == 1 && value[0] == UInt8(ascii: "0")) { hasBody = true }
             default: break
             }
-            var lower = [UInt8](name)
-            for k in lower.indices where lower[k] >= 65 && lower[k] <= 90 { lower[k] |= 0x20 }
-            lower.withUnsafeBytes { rest.add($0, value) }
+            rest.addLowercased(name, value)
         }
         func pseudo(_ name: StaticString, _ value: UnsafeRawBufferPointer) {
             block.add(UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount), value)

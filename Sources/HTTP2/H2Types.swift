@@ -75,6 +75,14 @@ public struct H2Fields: Sendable {
         fields.append((n, n.upperBound..<bytes.count))
     }
 
+    /// Appends one field, its name lower-cased on the way in (HTTP/2 field names are lower-case).
+    public mutating func addLowercased(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
+        let n = bytes.count..<(bytes.count + name.count)
+        for c in name { bytes.append(c >= 65 && c <= 90 ? c | 0x20 : c) }
+        bytes.append(contentsOf: value)
+        fields.append((n, n.upperBound..<bytes.count))
+    }
+
     /// The block as nghttp2 name/value pairs, valid inside `body` only.
     func withNV<R>(_ body: ([nghttp2_nv]) -> R) -> R {
         bytes.withUnsafeBytes { raw -> R in
