@@ -63,6 +63,8 @@ extension DownstreamConnection {
                 case .end(let consumed):
                     inBuf.consume(consumed)
                     proxy.exchange.bytesIn += consumed
+                    let trailers = parser.takeTrailers()
+                    if !trailers.isEmpty { proxy.forwardTrailers(UpstreamConnection.trailerFields(trailers)) }
                     if proxy.requestBodyEnded() { continue }
                     return
                 case .error(let error):

@@ -51,7 +51,9 @@ final class DownstreamConnection: LoopHandler, ExchangeCarrier {
         alpnPending = http2 && tls != nil
         inBuf = ByteBuffer(capacity: 16 * 1024)
         outBuf = ByteBuffer(capacity: 16 * 1024)
-        parser = HTTP1RequestParser(limits: worker.runtime.requestLimits)
+        var parser = HTTP1RequestParser(limits: worker.runtime.requestLimits)
+        parser.keepsTrailers = true   // a chunked request's trailers are relayed where the upstream request can carry them
+        self.parser = parser
         proxy = ProxyExchange(worker: worker, clientAddress: clientAddress, https: tls != nil, trustedPeer: trustedPeer,
                               http2: false, sink: HTTP1ResponseWriter(out: outBuf))
         proxy.attach(to: self)

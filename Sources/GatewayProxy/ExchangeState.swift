@@ -31,6 +31,8 @@ struct ExchangeState {
     var reason: VerificationStatus? = nil
     /// The request body, read and held rather than forwarded while App Attest or a registration needs it whole.
     var heldBody: HeldBody? = nil
+    /// The request's trailers, when they came while the body was held.
+    var heldTrailers: ResponseTrailers? = nil
     /// How far the route's verifiers have got (they may suspend for work off the loop).
     var progress = AuthenticationProgress()
     /// The verifier waiting for the whole body, and what it does with its digest.

@@ -175,6 +175,7 @@ struct LocalResponse {
             out.append("HTTP/1.1 200 OK\r\nDate: " as StaticString)
             out.append(date)
             out.append("\r\nContent-Type: application/grpc\r\ngrpc-status: \(grpcStatus)\r\ngrpc-message: \(grpcMessage)\r\n")
+            if !extraHeaders.isEmpty { out.append(extraHeaders) }   // WWW-Authenticate, Allow: as for HTTP clients
             out.append(close ? "Content-Length: 0\r\nConnection: close\r\n\r\n" as StaticString
                              : keepAlive10 ? "Content-Length: 0\r\nConnection: keep-alive\r\n\r\n" : "Content-Length: 0\r\n\r\n")
             return
@@ -204,17 +205,24 @@ struct LocalResponse {
     func fields(date: [UInt8], bodyLength: Int) -> [(name: String, value: String)] {
         var fields: [(name: String, value: String)] = [("date", String(decoding: date, as: UTF8.self))]
         if grpc {
-            return fields + [("content-type", "application/grpc"), ("grpc-status", String(grpcStatus)),
-                             ("grpc-message", grpcMessage)]
+            fields += [("content-type", "application/grpc"), ("grpc-status", String(grpcStatus)),
+                       ("grpc-message", grpcMessage)]
+            appendExtraFields(to: &fields)
+            return fields
         }
         if status == 200 || status == 201 { fields.append(("cache-control", "no-store")) }
+        appendExtraFields(to: &fields)
+        fields.append(("content-type", "application/json"))
+        fields.append(("content-length", String(bodyLength)))
+        return fields
+    }
+
+    /// `extraHeaders` as (name, value) pairs, names lower-case.
+    private func appendExtraFields(to fields: inout [(name: String, value: String)]) {
         for line in extraHeaders.split(separator: "\r\n", omittingEmptySubsequences: true) {
             guard let colon = line.firstIndex(of: ":") else { continue }
             let value = line[line.index(after: colon)...].drop(while: { $0 == " " })
             fields.append((line[..<colon].lowercased(), String(value)))
         }
-        fields.append(("content-type", "application/json"))
-        fields.append(("content-length", String(bodyLength)))
-        return fields
     }
 }

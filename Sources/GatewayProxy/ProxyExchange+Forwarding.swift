@@ -159,6 +159,10 @@ extension ProxyExchange {
             exchange.heldBody = nil
             defer { held.dropBytes(); exchange.forwardedHeldBody = held }
             held.bytes.withUnsafeBytes { up.sendBody($0, chunked: exchange.requestChunked) }
+            if let t = exchange.heldTrailers {
+                exchange.heldTrailers = nil
+                up.sendTrailers(t)
+            }
             clearDeadline()
             up.sendBodyEnd(chunked: exchange.requestChunked)
             return
@@ -217,7 +221,24 @@ extension ProxyExchange {
     }
 
     /// The request's trailers (an HTTP/2 client's), relayed where the upstream request can carry them.
-    func forwardTrailers(_ trailers: ResponseTrailers) {
+    func forwardTrailers(_ received: ResponseTrailers) {
+        // A credential field in a trailer was never verified (only the head's are): an upstream that merges
+        // trailers into the head must not see one.
+        var trailers = received
+        if exchange.routeIndex >= 0, let plan = gen.routes[exchange.routeIndex].verification {
+            let strip = plan.tokenHeaders + gen.runtime.verdictStrip
+            var kept = ResponseTrailers()
+            received.bytes.withUnsafeBytes { p in
+                for f in received.fields where !HeaderFilter.isStripped(UnsafeRawBufferPointer(rebasing: p[f.name]), strip) {
+                    kept.add(UnsafeRawBufferPointer(rebasing: p[f.name]), UnsafeRawBufferPointer(rebasing: p[f.value]))
+                }
+            }
+            trailers = kept
+        }
+        if exchange.heldBody != nil {
+            exchange.heldTrailers = trailers   // they follow the held body when it goes
+            return
+        }
         exchange.upstream?.sendTrailers(trailers)
     }
 

@@ -95,6 +95,14 @@ public final class UpstreamCluster: @unchecked Sendable {
 
     /// The exchange on `index` is over: `failed` (a connect failure, a 5xx) counts toward ejection, a success
     /// resets the count.
+    /// An exchange counted by `pick` went elsewhere: neither a success nor a failure.
+    func abandon(_ index: Int) {
+        state.withLock { s in
+            guard index >= 0 && index < s.endpoints.count else { return }
+            s.endpoints[index].active = max(0, s.endpoints[index].active - 1)
+        }
+    }
+
     func done(_ index: Int, failed: Bool, now: UInt64) {
         state.withLock { s in
             guard index >= 0 && index < s.endpoints.count else { return }

@@ -44,7 +44,9 @@ final class UpstreamConnection: LoopHandler, UpstreamLeg {
         transport = SocketTransport(socket: socket, tls: tls, readable: false, writable: !connecting)
         self.pool = pool
         self.connecting = connecting
-        self.parser = HTTP1ResponseParser(limits: pool.worker.runtime.responseLimits)
+        var parser = HTTP1ResponseParser(limits: pool.worker.runtime.responseLimits)
+        parser.keepsTrailers = true   // a chunked response's trailers are relayed (the sink filters them)
+        self.parser = parser
     }
 
     // MARK: exchange lifecycle
@@ -278,6 +280,11 @@ final class UpstreamConnection: LoopHandler, UpstreamLeg {
             case .end(let consumed):
                 inBuf.consume(consumed)
                 if lastHeadWasInterim { lastHeadWasInterim = false; continue }
+                let trailers = parser.takeTrailers()
+                if !trailers.isEmpty {
+                    c.upstreamResponseTrailers(Self.trailerFields(trailers))
+                    if client == nil { return }
+                }
                 // Bytes after a complete response were never asked for, and a FIN means the upstream is done:
                 // don't reuse such a connection.
                 let reusable = lastHeadKeepAlive && inBuf.isEmpty && outBuf.isEmpty && !transport.sawHangup
@@ -339,5 +346,28 @@ final class UpstreamConnection: LoopHandler, UpstreamLeg {
         deadline = 0
         pool.worker.loop.deregister(fd: transport.socket.fd)
         transport.close()
+    }
+
+    /// Checked trailer field lines (`name: value` CRLF each, as the chunked decoder keeps them) as fields with
+    /// lower-case names.
+    static func trailerFields(_ lines: [UInt8]) -> ResponseTrailers {
+        var fields = ResponseTrailers()
+        lines.withUnsafeBytes { p in
+            var start = 0
+            var i = 0
+            while i + 1 < p.count {
+                guard p[i] == 13 && p[i + 1] == 10 else { i += 1; continue }
+                if let colon = p[start..<i].firstIndex(of: UInt8(ascii: ":")) {
+                    var v = colon + 1, e = i
+                    while v < e && (p[v] == 32 || p[v] == 9) { v += 1 }
+                    while e > v && (p[e - 1] == 32 || p[e - 1] == 9) { e -= 1 }
+                    fields.addLowercased(UnsafeRawBufferPointer(rebasing: p[start..<colon]),
+                                         UnsafeRawBufferPointer(rebasing: p[v..<e]))
+                }
+                i += 2
+                start = i
+            }
+        }
+        return fields
     }
 }

@@ -54,7 +54,7 @@ final class UpstreamH2Connection: LoopHandler, H2ClientDelegate {
 
     /// Whether a new request may be a stream here: not going away, below the server's stream limit.
     var takesStreams: Bool {
-        !isClosed && !session.goingAway && streams.count < min(session.maxConcurrentStreams, 256)
+        !isClosed && !session.goingAway && streams.count < min(session.maxConcurrentStreams, 256) && session.hasStreamIDs
     }
 
     var hasStreams: Bool { !streams.isEmpty }
@@ -153,8 +153,13 @@ final class UpstreamH2Connection: LoopHandler, H2ClientDelegate {
             s.timedOut()
         }
         if isClosed { return }
-        if streams.isEmpty && now &- idleSince >= pool.worker.runtime.upstreamIdleMillis {
+        if streams.isEmpty && (pool.retired || now &- idleSince >= pool.worker.runtime.upstreamIdleMillis) {
+            // Idle (or its pool retired by a reload): GOAWAY tells the server, then the connection closes.
             pool.removeSession(self)
+            if !connecting {
+                session.goAway()
+                flush()
+            }
             close()
             return
         }
@@ -166,7 +171,7 @@ final class UpstreamH2Connection: LoopHandler, H2ClientDelegate {
     func scheduleDeadline() {
         var d: UInt64 = connectDeadline
         for s in streams.values where s.deadline != 0 && (d == 0 || s.deadline < d) { d = s.deadline }
-        if d == 0 { d = streams.isEmpty ? idleSince + pool.worker.runtime.upstreamIdleMillis : 0 }
+        if d == 0 && streams.isEmpty { d = pool.retired ? pool.worker.loop.now : idleSince + pool.worker.runtime.upstreamIdleMillis }
         deadline = d
         if d != 0 { pool.worker.loop.scheduleSweep(by: d) }
     }

@@ -9,8 +9,8 @@ import HTTP2
 /// bytes (their window reopened only as the client takes them), trailers, the end. Loop-confined.
 final class UpstreamH2Stream: UpstreamLeg {
     /// Strong: a stream whose request was never submitted is in no `streams` table, and may outlive its connection's
-    /// place in the pool.
-    let connection: UpstreamH2Connection
+    /// place in the pool. Another one when the request moves (`moveAfterRefusal`).
+    private(set) var connection: UpstreamH2Connection
     private(set) var client: (any UpstreamClient)?
     /// The stream id, once the request was submitted.
     private(set) var id: Int32? = nil
@@ -39,6 +39,15 @@ final class UpstreamH2Stream: UpstreamLeg {
     var outcomePending = false
     /// A request nghttp2 refused to submit: the exchange hears it at its next flush.
     private var submitFailed = false
+
+    /// The request as submitted, kept while it may be sent again elsewhere: until the server answers anything,
+    /// while the body bytes nghttp2 took fit `replayLimit` (`replay`), at most `maxMoves` times.
+    private var submitted: (fields: H2Fields, hasBody: Bool)? = nil
+    private var replay = ByteBuffer(capacity: 0)
+    private var replayTrailers: H2Fields? = nil
+    private var moves = 0
+    static let replayLimit = 64 * 1024
+    static let maxMoves = 2
 
     init(connection: UpstreamH2Connection, client: any UpstreamClient, silenceMillis: UInt64, isHEAD: Bool,
          teTrailers: Bool) {
@@ -71,6 +80,7 @@ final class UpstreamH2Stream: UpstreamLeg {
             return
         }
         self.id = id
+        submitted = (fields, hasBody)
         if !hasBody { body.ended = true }
         connection.registered(self, id: id)
     }
@@ -107,7 +117,24 @@ final class UpstreamH2Stream: UpstreamLeg {
     func readBody(into buffer: UnsafeMutableRawBufferPointer) -> H2BodyRead {
         let (read, taken) = body.read(into: buffer)
         wantsDrainNotice = taken > 0 && client != nil
+        if submitted != nil {
+            // Kept for a move: what went out must go out again.
+            if replay.readableBytes + taken > Self.replayLimit {
+                forgetRequest()
+            } else {
+                if taken > 0 { replay.append(UnsafeRawBufferPointer(rebasing: buffer[0..<taken])) }
+                if case .trailers(_, let t) = read { replayTrailers = t }
+            }
+        }
         return read
+    }
+
+    /// The server answered (or the request grew too large to keep): it is never sent again.
+    private func forgetRequest() {
+        guard submitted != nil else { return }
+        submitted = nil
+        replay = ByteBuffer(capacity: 0)
+        replayTrailers = nil
     }
 
     /// After `send`: the body queue went down, so the client's body may flow again.
@@ -121,6 +148,7 @@ final class UpstreamH2Stream: UpstreamLeg {
 
     func responseHeaders(_ block: H2ResponseHead, endStream: Bool) {
         guard let c = client else { return }
+        forgetRequest()
         touch()
         if finalHead {
             if !block.fields.isEmpty { c.upstreamResponseTrailers(H2Fields(bytes: block.bytes, fields: block.fields)) }
@@ -155,8 +183,10 @@ final class UpstreamH2Stream: UpstreamLeg {
         }
         let pause = c.upstreamResponseBody(bytes)
         if pause && client != nil {
+            // Only this stream's window stays closed; the connection's is shared with the other streams.
             paused = true
             unacknowledged += bytes.count
+            connection.session.consumeConnection(bytes.count)
         } else {
             connection.session.consume(stream: id, bytes.count)
         }
@@ -179,7 +209,7 @@ final class UpstreamH2Stream: UpstreamLeg {
     /// otherwise the shared connection's window shrinks for good.
     private func giveBackWindow() {
         guard unacknowledged > 0, let id else { return }
-        connection.session.consume(stream: id, unacknowledged)
+        connection.session.consumeStream(id, unacknowledged)
         unacknowledged = 0
         paused = false
     }
@@ -196,7 +226,7 @@ final class UpstreamH2Stream: UpstreamLeg {
     func resumeReading() {
         guard paused, let id else { return }
         paused = false
-        connection.session.consume(stream: id, unacknowledged)
+        connection.session.consumeStream(id, unacknowledged)
         unacknowledged = 0
         connection.flush()
     }
@@ -234,11 +264,43 @@ final class UpstreamH2Stream: UpstreamLeg {
         connection.flush()
     }
 
-    /// nghttp2 closed the stream; before the response was complete that is a failure (a reset by the server).
+    /// nghttp2 closed the stream; before the response was complete that is a failure (a reset by the server),
+    /// unless the server did nothing with it: REFUSED_STREAM, or beyond a GOAWAY's last stream id (nghttp2 closes
+    /// those with REFUSED_STREAM too; RFC 9113 8.7) — then the request goes again on another connection.
     func streamClosed(errorCode: UInt32) {
         closedOnWire = true
         guard client != nil else { return }
+        if errorCode == H2ErrorCode.refusedStream.rawValue && moveAfterRefusal() { return }
         fail(.closed)
+    }
+
+    /// Submits the kept request (head, the body bytes already taken and the rest, trailers) on another connection
+    /// of the pool. False when it cannot be: nothing kept, moved too often, no connection.
+    private func moveAfterRefusal() -> Bool {
+        guard let (fields, hasBody) = submitted, moves < Self.maxMoves,
+              let next = connection.pool.sessionForMove(from: connection) else { return false }
+        moves += 1
+        let old = connection
+        var again = H2OutgoingBody()
+        again.bytes.append(replay.readable)
+        again.bytes.append(body.bytes.readable)
+        again.ended = body.ended
+        if let t = replayTrailers ?? body.trailers { again.setTrailers(t) }
+        body = again
+        replay = ByteBuffer(capacity: 0)
+        replayTrailers = nil
+        if outcomePending { connection.pool.abandon(endpoint: old.endpoint) }   // the new one was counted by its pick
+        connection = next
+        closedOnWire = false
+        guard let id = next.session.submitRequest(fields, hasBody: hasBody) else {
+            self.id = nil
+            return false
+        }
+        self.id = id
+        next.registered(self, id: id)
+        touch()
+        next.flush()
+        return true
     }
 
     func connectionFailed(_ failure: UpstreamFailure) {

@@ -24,17 +24,33 @@ final class UpstreamPool {
             c.silenceMillis = silenceMillis
             return c
         }
-        let endpoint = pickEndpoint(excluding: -1)
-        guard endpoint.index >= -1 else { return nil }
-        var session = sessions.last { $0.endpoint == endpoint.index && $0.takesStreams }
-        if session == nil { session = connectSession(endpoint) }
-        guard let session else {
-            target.cluster?.done(endpoint.index, failed: true, now: worker.loop.now)
-            return nil
-        }
+        guard let session = session(excluding: nil) else { return nil }
         let stream = session.open(for: client, silenceMillis: silenceMillis, isHEAD: isHEAD, teTrailers: head.teTrailers || head.grpc)
         stream.outcomePending = target.cluster != nil
         return stream
+    }
+
+    /// An HTTP/2 connection that takes a new stream: a shared one to the picked endpoint, else a new one; never
+    /// `excluding` (and another endpoint than its own where the cluster has one). Nil when connecting failed at once.
+    private func session(excluding: UpstreamH2Connection?) -> UpstreamH2Connection? {
+        let endpoint = pickEndpoint(excluding: excluding?.endpoint ?? -1)
+        guard endpoint.index >= -1 else { return nil }
+        if let s = sessions.last(where: { $0 !== excluding && $0.endpoint == endpoint.index && $0.takesStreams }) {
+            return s
+        }
+        guard let s = connectSession(endpoint) else {
+            target.cluster?.done(endpoint.index, failed: true, now: worker.loop.now)
+            return nil
+        }
+        return s
+    }
+
+    /// Where a stream the server refused (or did not take before its GOAWAY) goes again: another connection.
+    func sessionForMove(from old: UpstreamH2Connection) -> UpstreamH2Connection? { session(excluding: old) }
+
+    /// An exchange left `endpoint` without an outcome (its request moved elsewhere): only the count goes down.
+    func abandon(endpoint: Int) {
+        target.cluster?.abandon(endpoint)
     }
 
     /// The endpoint a new exchange goes to: (-1, the one address) without a cluster; index -2 when there is none.
@@ -49,7 +65,8 @@ final class UpstreamPool {
     }
 
     private func connectSession(_ endpoint: (index: Int, address: SocketAddress)) -> UpstreamH2Connection? {
-        guard !retired, let result = openSocket(endpoint.address) else { return nil }
+        // A retired pool still connects for its generation's exchanges in flight; the connection closes once idle.
+        guard let result = openSocket(endpoint.address) else { return nil }
         guard let c = try? UpstreamH2Connection(socket: result.socket, pool: self, connecting: !result.connected,
                                                 tls: result.tls, endpoint: endpoint.index) else {
             result.socket.close()

@@ -1,5 +1,6 @@
 /// Removes chunked transfer coding (RFC 9112 section 7.1), strictly: hex sizes without whitespace or sign, no
-/// overflow, well-formed extensions (skipped), CRLF after every chunk's data, trailer fields checked and dropped.
+/// overflow, well-formed extensions (skipped), CRLF after every chunk's data, trailer fields checked and dropped
+/// (or, with `keepsTrailers`, kept apart for the caller to relay: never merged into the head).
 ///
 /// Chunk parsing differences (a size accepted as "0x10" by one hop and as 0 by another, a missing CRLF
 /// tolerated by one) are the TE.TE smuggling family, hence no leniency at all.
@@ -27,6 +28,12 @@ struct HTTP1ChunkedDecoder: Sendable, Equatable {
     var scanned = 0
     var trailerBytes = 0
     var trailerFields = 0
+    /// Keep the trailer section's field lines (each `name: value` checked, CRLF-terminated) in `trailers`.
+    var keepsTrailers = false
+    /// The kept field lines of the message that just ended (empty when it had none).
+    var trailers: [UInt8] = []
+
+    init(keepsTrailers: Bool = false) { self.keepsTrailers = keepsTrailers }
 
     /// Largest chunk size accepted: same sanity bound as Content-Length.
     @inline(__always) static var maxChunkSize: Int { 1 << 53 }
@@ -76,7 +83,9 @@ struct HTTP1ChunkedDecoder: Sendable, Equatable {
                 trailerBytes += lf + 1 - pos
                 pos = lf + 1
                 if content.isEmpty {
-                    self = HTTP1ChunkedDecoder()
+                    let kept = trailers
+                    self = HTTP1ChunkedDecoder(keepsTrailers: keepsTrailers)
+                    trailers = kept
                     return .end(consumed: pos)
                 }
                 trailerFields += 1
@@ -84,6 +93,10 @@ struct HTTP1ChunkedDecoder: Sendable, Equatable {
                 // Trailers are dropped, never merged into the head: merging is how a trailer could smuggle a
                 // framing or routing field past the checks made on the head.
                 if case .error = HTTP1FieldScanner.scan(p, content) { return .error(.badTrailer) }
+                if keepsTrailers {
+                    trailers.append(contentsOf: UnsafeRawBufferPointer(rebasing: p[content]))
+                    trailers.append(contentsOf: [HTTP1Bytes.cr, HTTP1Bytes.lf])
+                }
             }
         }
     }

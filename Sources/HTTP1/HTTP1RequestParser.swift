@@ -27,6 +27,16 @@ public struct HTTP1RequestParser: Sendable {
         self.limits = limits
     }
 
+    /// Keep a chunked request's trailer fields for ``takeTrailers()`` (otherwise they are checked and dropped).
+    public var keepsTrailers = false
+
+    /// The trailer field lines (`name: value` CRLF each, checked like head fields) of the chunked request whose
+    /// `.end` just came, once; empty when it had none.
+    public mutating func takeTrailers() -> [UInt8] {
+        defer { chunked.trailers = [] }
+        return chunked.trailers
+    }
+
     /// Produces the next event from `input`, the caller's unconsumed bytes.
     public mutating func next(_ input: UnsafeRawBufferPointer) -> HTTP1ParseEvent<HTTP1RequestHead> {
         switch phase {
@@ -113,7 +123,7 @@ public struct HTTP1RequestParser: Sendable {
         case .none, .untilClose: phase = .pendingEnd
         case .contentLength(let n): phase = .fixed(remaining: n)
         case .chunked:
-            chunked = HTTP1ChunkedDecoder()
+            chunked = HTTP1ChunkedDecoder(keepsTrailers: keepsTrailers)
             phase = .chunked
         }
         return .head(head, consumed: headEnd)

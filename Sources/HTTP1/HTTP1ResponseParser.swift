@@ -32,6 +32,19 @@ public struct HTTP1ResponseParser: Sendable {
         self.limits = limits
     }
 
+    /// Keep a chunked response's trailer fields for ``takeTrailers()`` (otherwise they are checked and dropped).
+    public var keepsTrailers: Bool {
+        get { chunked.keepsTrailers }
+        set { chunked.keepsTrailers = newValue }
+    }
+
+    /// The trailer field lines (`name: value` CRLF each, checked like head fields) of the chunked response that
+    /// just ended (`.end`), once; empty when it had none. Call before the next response begins.
+    public mutating func takeTrailers() -> [UInt8] {
+        defer { chunked.trailers = [] }
+        return chunked.trailers
+    }
+
     /// Before each response: whether the request was HEAD (no body whatever the headers say).
     public mutating func expectResponse(toHEAD: Bool) {
         if case .idle = phase {
@@ -160,7 +173,7 @@ public struct HTTP1ResponseParser: Sendable {
         case .none: phase = .pendingEnd(final: !interim)
         case .contentLength(let n): phase = .fixed(remaining: n)
         case .chunked:
-            chunked = HTTP1ChunkedDecoder()
+            chunked = HTTP1ChunkedDecoder(keepsTrailers: chunked.keepsTrailers)
             phase = .chunked
         case .untilClose: phase = .untilClose
         }

@@ -47,6 +47,19 @@ public class H2SessionCallbacks {
         _ = nghttp2_session_consume(session, stream, n)
     }
 
+    /// `n` bytes of a stream's body are held for a slow reader: the connection's window reopens now (the other
+    /// streams keep flowing), the stream's only by ``consumeStream(_:_:)`` once the reader took them.
+    public func consumeConnection(_ n: Int) {
+        guard n > 0 else { return }
+        _ = nghttp2_session_consume_connection(session, n)
+    }
+
+    /// The stream-level half of ``consume(stream:_:)`` (after ``consumeConnection(_:)``).
+    public func consumeStream(_ stream: Int32, _ n: Int) {
+        guard n > 0 else { return }
+        _ = nghttp2_session_consume_stream(session, stream, n)
+    }
+
     func beginHeaders(stream: Int32, category: nghttp2_headers_category) {}
     /// 0, or the nghttp2 error code that answers the header (a stream or a connection failure).
     func header(stream: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Int32 { 0 }

@@ -90,6 +90,9 @@ public final class H2ClientSession: H2SessionCallbacks {
         return true
     }
 
+    /// Stream ids are never reused: a connection that has used them up (2^31 - 1 of them, odd) takes no new stream.
+    public var hasStreamIDs: Bool { nghttp2_session_get_next_stream_id(session) < UInt32(Int32.max) - 1 }
+
     /// Streams that may be open at once: the server's SETTINGS_MAX_CONCURRENT_STREAMS (unbounded until it says).
     public var maxConcurrentStreams: Int {
         Int(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS))

@@ -121,6 +121,12 @@ import Attestation
         }
     }
 
+    @Test func chunkedTrailerLinesBecomeLowerCasedFieldsWithoutWhitespace() {
+        let t = UpstreamConnection.trailerFields(Array("X-Sum: 1 \r\nX-B:2\r\nX-Empty:\t\r\n".utf8))
+        let pairs = t.fields.map { (String(decoding: t.bytes[$0.name], as: UTF8.self), String(decoding: t.bytes[$0.value], as: UTF8.self)) }
+        #expect(pairs.map(\.0) == ["x-sum", "x-b", "x-empty"] && pairs.map(\.1) == ["1", "2", ""])
+    }
+
     @Test func grpcCallsAreRecognisedByContentType() {
         func grpc(_ ct: String) -> Bool { parse("POST /a HTTP/1.1\r\nHost: x\r\nContent-Type: \(ct)\r\nContent-Length: 0\r\n\r\n")?.grpc ?? false }
         #expect(grpc("application/grpc"))

@@ -41,6 +41,37 @@ struct ResponseParserTests {
         #expect(o.messages[0].head.framing == .chunked && text(o.messages[0]) == "abcde")
     }
 
+    @Test func keptTrailersAreTakenOncePerMessageAndNeverInTheHead() {
+        let input = bytes("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\nX-Sum: 1 \r\nX-B:2\r\n\r\n" +
+                          "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+        for keeps in [true, false] {
+            var parser = HTTP1ResponseParser(limits: HTTP1Limits())
+            parser.keepsTrailers = keeps
+            parser.expectResponse(toHEAD: false)
+            parser.expectResponse(toHEAD: false)
+            var taken: [String] = []
+            var heads: [HTTP1ResponseHead] = []
+            input.withUnsafeBytes { raw in
+                var at = 0
+                loop: while true {
+                    let event = parser.next(UnsafeRawBufferPointer(rebasing: raw[at...]))
+                    switch event {
+                    case .head(let h, let c): heads.append(h); at += c
+                    case .body(_, let c): at += c
+                    case .end(let c):
+                        at += c
+                        taken.append(String(decoding: parser.takeTrailers(), as: UTF8.self))
+                        if heads.count == 2 { break loop }
+                    case .needMore(let c): at += c; if c == 0 { break loop }
+                    case .error: Issue.record("parse error"); break loop
+                    }
+                }
+            }
+            #expect(taken == (keeps ? ["X-Sum: 1 \r\nX-B:2\r\n", ""] : ["", ""]))
+            #expect(heads.map(\.fields.count) == [1, 1], "trailers never join the head")
+        }
+    }
+
     @Test func gzipThenChunkedIsChunkedOnResponses() {
         let o = responses("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n1\r\nz\r\n0\r\n\r\n")
         #expect(o.messages.first?.head.framing == .chunked && o.messages.first?.complete == true)

@@ -9,6 +9,9 @@ that replaces response_timeout for streams."""
 
 from __future__ import annotations
 
+import re
+import signal
+import subprocess
 import threading
 import time
 from concurrent import futures
@@ -221,6 +224,9 @@ def test_missing_token_is_unauthenticated_with_the_reason(env):
         unary(env)(b"x", timeout=10)
     assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
     assert e.value.details() == "missing_token"
+    # The challenge an HTTP client gets (RFC 9110 11.6.1) is in the trailers-only answer too.
+    challenge = dict(e.value.trailing_metadata()).get("www-authenticate", "")
+    assert challenge.startswith("AppCheck ") and 'error="missing_token"' in challenge
 
 
 def test_invalid_token_is_unauthenticated_and_never_reaches_the_service(env):
@@ -321,3 +327,47 @@ def test_an_http1_client_gets_the_upstreams_trailers_in_the_last_chunk(env):
     assert b"hello" in body
     tail = body[body.rindex(b"\r\n0\r\n") + 5:]
     assert b"grpc-status: 0" in tail and b"x-trailer: yes" in tail, tail
+
+
+def _connections_to(port: int) -> int:
+    out = subprocess.run(["ss", "-Htn", "state", "established", f"( dport = :{port} )"], capture_output=True,
+                         text=True, timeout=5).stdout
+    return len([line for line in out.splitlines() if line.strip()])
+
+
+def test_a_reload_lets_a_call_in_flight_finish_and_closes_the_old_connection(factory):
+    """A reload that changes the upstream retires its pool while a server-streaming call is open on the pool's
+    h2 connection: the call gets every message and its status, new calls take a new connection, and the old one
+    closes after its last stream."""
+    server = GRPCServer()
+    factory.items.append(server)
+    port = free_port()
+    ups = {"grpc": {"url": f"http://127.0.0.1:{server.port}", "protocol": "h2c"}}
+    routes = [{"name": "open", "match": {"path_prefix": "/test.Open/"}, "upstream": "grpc", "verify": []}]
+    text = gateway_config(port, ups, routes)
+    text = re.sub(r'(- address: "?127\.0\.0\.1:%d"?)' % port, r"\1\n    http2: true", text, count=1)
+    gw = factory.gateway(text)
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        call = channel.unary_stream("/test.Open/ServerStream", request_serializer=_ident, response_deserializer=_ident)
+        got = []
+        t = threading.Thread(target=lambda: got.extend(call(b"slow:6:0.4", timeout=20)))
+        t.start()
+        time.sleep(0.6)
+        assert _connections_to(server.port) == 1
+        gw.config_path.write_text(gw.config_path.read_text().replace("response_timeout: 30s", "response_timeout: 29s"))
+        gw.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while "reload: configuration applied" not in gw.stderr():
+            assert time.monotonic() < deadline, gw.stderr()
+            time.sleep(0.05)
+        assert list(call(b"2", timeout=10)) == [b"message 0", b"message 1"]   # the new pool's connection
+        assert _connections_to(server.port) == 2
+        t.join(20)
+        assert got == [b"tick %d" % i for i in range(6)]
+        deadline = time.monotonic() + 5
+        while _connections_to(server.port) != 1:
+            assert time.monotonic() < deadline, "the retired pool's connection stayed open after its last stream"
+            time.sleep(0.05)
+    finally:
+        channel.close()

@@ -85,12 +85,19 @@ def b_hop_by_hop(req: U.Req, ctx: U.Ctx) -> None:
              b"X-Hop: gone\r\nX-Kept: yes\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
 
 
+def b_trailers(req: U.Req, ctx: U.Ctx) -> None:
+    """A chunked HTTP/1.1 answer with trailer fields: one to relay, and ones no trailer may carry."""
+    ctx.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTrailer: X-Checksum\r\nTransfer-Encoding: chunked\r\n\r\n"
+             b"5\r\nhello\r\n0\r\nX-Checksum: abc123 \r\nContent-Length: 99\r\nX-Attest-Verdict: forged\r\n"
+             b"Set-Cookie: s=1\r\n\r\n")
+
+
 @pytest.fixture(scope="module")
 def env(module_factory):
     tmp = module_factory.tmp
     pki = make_tls(tmp / "h2pki")
     iss = module_factory.dev_issuer()
-    up = module_factory.upstream(U.b_routes({"/hop": b_hop_by_hop}), name="h2-up")
+    up = module_factory.upstream(U.b_routes({"/hop": b_hop_by_hop, "/trailers": b_trailers}), name="h2-up")
     h2c, tls_h2, tls_h1 = free_port(), free_port(), free_port()
     gw = module_factory.gateway(h2_config([(h2c, True, None), (tls_h2, True, (pki.cert, pki.key)),
                                            (tls_h1, False, (pki.cert, pki.key))], up.url, iss.jwks_url))
@@ -575,6 +582,41 @@ def test_response_fields_lowercase_without_connection_specific_ones(env):
         assert st.sink.n == 300000 and st.sink.sha == st.one("x-body-sha256")
     finally:
         c.close()
+
+
+def test_an_http1_upstreams_chunked_trailers_reach_h2_and_http1_clients_filtered(env):
+    c = H2(env.h2c)
+    try:
+        st = c.get("/trailers")
+        assert st.status == 200 and st.body == b"hello", st.describe()
+        assert st.trailers == [("x-checksum", "abc123")], st.trailers
+    finally:
+        c.close()
+    with socket.create_connection(("127.0.0.1", env.h2c), timeout=10) as s:
+        s.sendall(b"GET /trailers HTTP/1.1\r\nHost: t\r\nTE: trailers\r\nConnection: close\r\n\r\n")
+        out = b""
+        while piece := s.recv(65536):
+            out += piece
+    head, _, body = out.partition(b"\r\n\r\n")
+    assert b"Transfer-Encoding: chunked" in head, head
+    assert body.endswith(b"0\r\nx-checksum: abc123\r\n\r\n"), body
+
+
+def test_an_http1_clients_request_trailers_reach_the_upstream_without_credentials(env):
+    """A chunked request's trailer section is relayed in the upstream request's last chunk, filtered: framing and
+    the gateway's fields never, and on a verified route no token field (only the head's token was verified)."""
+    token = env.iss.token()
+    with socket.create_connection(("127.0.0.1", env.h2c), timeout=10) as s:
+        s.sendall(f"POST /ac/request-trailers HTTP/1.1\r\nHost: t\r\n{H}: {token}\r\nTransfer-Encoding: chunked\r\n"
+                  f"Connection: close\r\n\r\n5\r\nhello\r\n0\r\nX-Sum: 42\r\n{H}: forged\r\nContent-Length: 9\r\n"
+                  f"X-Attest-Verdict: forged\r\n\r\n".encode())
+        out = b""
+        while piece := s.recv(65536):
+            out += piece
+    assert out.startswith(b"HTTP/1.1 200 "), out[:200]
+    (req,) = upstream_requests(env.up, "/ac/request-trailers")
+    assert req.body == b"hello"
+    assert req.trailers == [("x-sum", "42")], req.trailers
 
 
 # ----------------------------------------------------------------------------------------------------------------
