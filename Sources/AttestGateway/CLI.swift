@@ -4,7 +4,7 @@ import GatewayCore
 /// The `attest-gateway` command line: parses the command and hands off to it.
 enum CLI {
     static let usage = """
-    attest-gateway — app-integrity edge gateway (Firebase App Check, Apple App Attest, DeviceCheck)
+    attest-gateway — app-integrity edge gateway (Firebase App Check, Apple App Attest, DeviceCheck, Play Integrity)
 
     Usage:
       attest-gateway serve [--config FILE] [--workers N] [--no-access-log]
@@ -15,12 +15,16 @@ enum CLI {
           [--root-ca PEM]
       attest-gateway appattest verify-assertion --assertion FILE --client-data FILE --team-id T --bundle-id B
           (--public-key PEM | --attestation FILE) [--previous-counter N]
+      attest-gateway playintegrity verify --token FILE|- --package P
+          (--decryption-key FILE --verification-key FILE | --service-account FILE)
+          [--certificate-sha256 D[,D…]] [--request-hash H | --nonce N] [--at RFC3339]
       attest-gateway <command> --help
 
     The development tools (echo upstream, App Check issuer, simulated App Attest device) are a separate executable,
     attest-gateway-dev (attest-gateway-dev --help); production installs never need it.
 
-    Exit codes: 0 success, 1 failure (configuration, start-up or runtime error; appattest: rejected), 2 usage error.
+    Exit codes: 0 success, 1 failure (configuration, start-up or runtime error; appattest,
+    playintegrity: rejected), 2 usage error.
     """
 
     static func run(_ args: [String]) -> Int32 {
@@ -40,6 +44,7 @@ enum CLI {
             return unknown(command, because: " (the development tools are a separate executable: "
                 + "attest-gateway-dev echo|issuer|token|appattest …)")
         case "appattest": return AppAttestCommand.run(rest)
+        case "playintegrity": return PlayIntegrityCommand.run(rest)
         case "--help", "-h", "help":
             print(usage)
             return ExitCode.ok

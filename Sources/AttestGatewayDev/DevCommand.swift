@@ -17,6 +17,7 @@ enum DevCommand {
       attest-gateway-dev issuer --listen HOST:PORT [--project-number N] [--project-id ID] [--app-id ID]
       attest-gateway-dev token --issuer URL [--app-id ID] [--ttl SECONDS] [--limited-use] [--expired]
       attest-gateway-dev appattest ca|attest|assert|receipt …   (attest-gateway-dev appattest --help)
+      attest-gateway-dev playintegrity keys|token …   (attest-gateway-dev playintegrity --help)
 
     DEVELOPMENT ONLY — never expose these.
     echo    A small HTTP/1.1 upstream: every request gets 200 and JSON describing it (method, target, headers,
@@ -27,6 +28,7 @@ enum DevCommand {
             http://HOST:PORT/jwks (plain http is accepted for loopback hosts only).
     token   Asks an issuer for one token and prints it.
     appattest  A simulated App Attest CA and device: prints registration bodies and assertion headers.
+    playintegrity  Test keys as Play Console gives them, and classic Play Integrity tokens made with them.
     """
 
     static func run(_ args: [String]) -> Int32 {
@@ -36,6 +38,7 @@ enum DevCommand {
         case "issuer": return issuer(rest)
         case "token": return token(rest)
         case "appattest": return DevAppAttestCommand.run(rest)
+        case "playintegrity": return DevPlayIntegrityCommand.run(rest)
         case "--help", "-h": print(usage); return ExitCode.ok
         default: printErr(usage); return ExitCode.usage
         }

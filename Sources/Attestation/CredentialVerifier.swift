@@ -54,13 +54,17 @@ public enum Extraction<Credential> {
 public struct VerificationRequest {
     /// Unix seconds (one reading per request).
     public let now: Int64
+    /// The same reading in milliseconds (Play Integrity's `timestampMillis` is judged to the millisecond).
+    public let nowMillis: Int64
     /// The method and request-target the client signed (App Attest's request binding).
     public let signedLine: SignedRequestLine
     /// This event loop's state for the verifier (`makeLoopState`), when it keeps one.
     public let loopState: AnyObject?
 
-    public init(now: Int64, signedLine: SignedRequestLine, loopState: AnyObject?) {
+    /// `nowMillis` defaults to the start of second `now`.
+    public init(now: Int64, nowMillis: Int64? = nil, signedLine: SignedRequestLine, loopState: AnyObject?) {
         self.now = now
+        self.nowMillis = nowMillis ?? now * 1000
         self.signedLine = signedLine
         self.loopState = loopState
     }

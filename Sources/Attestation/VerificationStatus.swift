@@ -27,13 +27,22 @@ public enum VerificationStatus: String, Sendable, CaseIterable, Error {
     case unknownSubject = "unknown_subject"
     case riskTooHigh = "risk_too_high"
     case badReceipt = "bad_receipt"
+    // Play Integrity (PROTOCOL.md Additions).
+    case appNotRecognized = "app_not_recognized"
+    case deviceIntegrityTooLow = "device_integrity_too_low"
+    case notLicensed = "not_licensed"
+    case wrongPackage = "wrong_package"
+    case environmentRisk = "environment_risk"
+    case deviceActivityTooHigh = "device_activity_too_high"
+    case playIntegrityUnavailable = "play_integrity_unavailable"
 
     /// 403: a valid token from an app or audience that is not allowed; 503: keys or state unavailable (the client
     /// may retry); 401: the token is missing or invalid.
     public var httpStatus: Int {
         switch self {
-        case .appNotAllowed, .wrongAudience, .unknownSubject, .riskTooHigh: 403
-        case .jwksUnavailable, .stateUnavailable, .deviceCheckUnavailable: 503
+        case .appNotAllowed, .wrongAudience, .unknownSubject, .riskTooHigh, .appNotRecognized, .deviceIntegrityTooLow,
+             .notLicensed, .wrongPackage, .environmentRisk, .deviceActivityTooHigh: 403
+        case .jwksUnavailable, .stateUnavailable, .deviceCheckUnavailable, .playIntegrityUnavailable: 503
         default: 401
         }
     }

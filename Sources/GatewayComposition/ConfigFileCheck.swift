@@ -79,6 +79,14 @@ public enum ConfigFileCheck {
             let key: Read = { _ = try ConfigFiles.appleKey(c.privateKey, key: base + ".private_key") }
             record(key)
             if let problem = caFileProblem(c.caFile, path: base + ".ca_file") { problems.append(problem) }
+        case .playIntegrity(let c):
+            let keys: Read = { _ = try ConfigFiles.playIntegrityKeys(c, base: base) }
+            record(keys)
+            if let file = c.serviceAccountFile {
+                let account: Read = { _ = try ConfigFiles.serviceAccount(file, key: base + ".service_account_file") }
+                record(account)
+            }
+            if let problem = caFileProblem(c.caFile, path: base + ".ca_file") { problems.append(problem) }
         }
         return problems
     }

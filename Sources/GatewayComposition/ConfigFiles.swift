@@ -30,6 +30,45 @@ enum ConfigFiles {
         }
     }
 
+    /// A Play Console key file: base64 (standard or URL alphabet, whitespace and line breaks ignored) of the key's bytes.
+    static func base64File(_ path: String, key: String, what: String) throws(ProxyRuntime.StartupError) -> [UInt8] {
+        guard let bytes = try? KeySetSources.file(path: path, maxBytes: 64 * 1024)().body else {
+            throw ProxyRuntime.StartupError(key: key, message: "cannot read \(path)")
+        }
+        let text = String(decoding: bytes.filter { $0 > 0x20 }, as: UTF8.self)
+        guard let decoded = StandardBase64.decode(text) ?? Base64URL.decode(text) ?? StandardBase64.decode(Self.padded(text)) else {
+            throw ProxyRuntime.StartupError(key: key, message: "\(path) is not base64 (\(what), as Play Console gives it)")
+        }
+        return decoded
+    }
+
+    private static func padded(_ text: String) -> String { text + String(repeating: "=", count: (4 - text.utf8.count % 4) % 4) }
+
+    /// The classic-token keys of a `play_integrity` verifier (nil when it has none).
+    static func playIntegrityKeys(_ c: PlayIntegrityVerifierConfig, base: String) throws(ProxyRuntime.StartupError) -> PlayIntegrityClassicKeys? {
+        guard let decryption = c.decryptionKeyFile, let verification = c.verificationKeyFile else { return nil }
+        let aes = try base64File(decryption, key: base + ".decryption_key_file", what: "an AES-256 key")
+        guard aes.count == 32 else {
+            throw ProxyRuntime.StartupError(key: base + ".decryption_key_file", message: "\(decryption) holds \(aes.count) bytes, not a 32-byte AES-256 key")
+        }
+        let der = try base64File(verification, key: base + ".verification_key_file", what: "a DER EC public key")
+        guard let ec = ECPublicKey(spkiDER: der), let keys = PlayIntegrityClassicKeys(decryptionKey: aes, verificationKey: ec) else {
+            throw ProxyRuntime.StartupError(key: base + ".verification_key_file",
+                                            message: "\(verification) is not a P-256 public key (base64 of DER SubjectPublicKeyInfo)")
+        }
+        return keys
+    }
+
+    /// A Google service account key file (JSON), read now.
+    static func serviceAccount(_ path: String, key: String) throws(ProxyRuntime.StartupError) -> GoogleServiceAccount {
+        guard let bytes = try? KeySetSources.file(path: path, maxBytes: 64 * 1024)().body else {
+            throw ProxyRuntime.StartupError(key: key, message: "cannot read \(path)")
+        }
+        do { return try GoogleServiceAccount.parse(bytes) } catch {
+            throw ProxyRuntime.StartupError(key: key, message: "\(path) is not a service account key file: \(error)")
+        }
+    }
+
     /// The key set of an App Check verifier: from `jwks_file` (read by the first refresh) or `jwks_url` (fetched by
     /// the refresher; nothing is fetched here).
     static func keySet(_ c: AppCheckVerifierConfig, onEvent: (@Sendable (KeySetEvent) -> Void)?) -> KeySetCache<JWKS> {

@@ -6,10 +6,16 @@ import StateStoreSQLite
 
 /// The state backend a configuration names (`state:`), opened only when something needs it.
 enum StateBackends {
-    /// Limited use, App Attest (challenges, keys, counters) and DeviceCheck's subject binding need the store.
+    /// Limited use, App Attest (challenges, keys, counters), DeviceCheck's subject binding and Play Integrity's
+    /// challenges need the store.
     static func openIfNeeded(_ config: GatewayConfiguration, verifiers: VerifierGraph) throws(ProxyRuntime.StartupError) -> StateService? {
         let subjectBinding = config.verifiers.contains { v in
-            if case .deviceCheck(let c) = v.kind { c.subjectBinding != nil } else { false }
+            switch v.kind {
+            case .deviceCheck(let c): c.subjectBinding != nil
+            // Challenges: the nonce binding and the registration endpoints.
+            case .playIntegrity(let c): c.binding == .nonce || c.registrationPath != nil
+            default: false
+            }
         }
         guard config.routes.contains(where: { $0.limitedUse }) || !verifiers.appAttest.isEmpty || subjectBinding else { return nil }
         return try open(config.state)

@@ -34,6 +34,8 @@ enum Verifiers {
                 appAttest[v.name] = try appAttestVerifier(v.name, c)
             case .deviceCheck(let c):
                 shared[v.name] = try deviceCheckVerifier(v.name, c)
+            case .playIntegrity(let c):
+                shared[v.name] = try playIntegrityVerifier(v.name, c)
             }
         }
         return VerifierGraph(shared: shared, appAttest: appAttest, keySets: keySets)
@@ -105,5 +107,37 @@ enum Verifiers {
                     return nil
                 }
             })
+    }
+
+    /// Play Integrity: the classic keys and the service account are read now; Google is called through libcurl
+    /// (trusting `ca_file` when given) with the configured timeout per call.
+    static func playIntegrityVerifier(_ name: String, _ c: PlayIntegrityVerifierConfig) throws(ProxyRuntime.StartupError) -> PlayIntegrityVerifier {
+        let base = "verifiers.\(name)"
+        let classic = try ConfigFiles.playIntegrityKeys(c, base: base)
+        var google: PlayIntegrityGoogle? = nil
+        if let file = c.serviceAccountFile {
+            let account = try ConfigFiles.serviceAccount(file, key: base + ".service_account_file")
+            let client = CurlHTTPClient(caFile: c.caFile)
+            let timeout = c.timeoutMillis
+            google = PlayIntegrityGoogle(account: account, packageName: c.packageName, apiBaseURL: c.apiBaseURL, tokenURL: c.tokenURL,
+                                         post: { url, headers, body in
+                switch client.post(url, headers: headers, body: body, timeoutMillis: timeout, maxBodyBytes: 256 * 1024) {
+                case .success(let r): return (r.status, r.body)
+                case .failure(let e):
+                    Logger.warn("play integrity call failed", ["verifier": name, "url": url, "error": e.description])
+                    return nil
+                }
+            })
+        }
+        let policy = PlayIntegrityPolicy(packageName: c.packageName, certificateDigests: c.certificateSHA256,
+                                         appRecognition: c.appRecognition, minDeviceIntegrity: c.minDeviceIntegrity,
+                                         requireLicensed: c.requireLicensed, playProtect: c.playProtect,
+                                         maxDeviceActivity: c.maxDeviceActivity, maxSkewMillis: Int64(c.maxSkewMillis))
+        let binding: PlayIntegrityBinding = switch c.binding {
+        case .request: .request(maxSkewSeconds: Int64(c.maxSkewMillis / 1000))
+        case .nonce: .nonce
+        }
+        return PlayIntegrityVerifier(name: name, policy: policy, headerName: c.header, binding: binding, classic: classic, google: google,
+                                     registrationPath: c.registrationPath, replayWindowSeconds: Int64(c.replayWindowMillis / 1000))
     }
 }

@@ -43,11 +43,11 @@ extension ConfigLoader {
                 maxBody = nil
             }
             if limitedUse == true, let verify {
-                // limited_use is enforced through App Check jti / DeviceCheck token replay records; with
-                // neither listed it would silently do nothing.
+                // limited_use is enforced through App Check jti / DeviceCheck and Play Integrity token replay
+                // records; with none of them listed it would silently do nothing.
                 let kinds = verify.compactMap { verifiers[$0] ?? nil }
-                if kinds.count == verify.count, !kinds.contains("app_check"), !kinds.contains("device_check") {
-                    map.report("limited_use needs an app_check or device_check verifier in verify", key: "limited_use")
+                if kinds.count == verify.count, !kinds.contains(where: ["app_check", "device_check", "play_integrity"].contains) {
+                    map.report("limited_use needs an app_check, device_check or play_integrity verifier in verify", key: "limited_use")
                 }
             }
 

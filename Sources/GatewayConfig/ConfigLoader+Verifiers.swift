@@ -1,7 +1,7 @@
 /// The `verifiers` section: a mapping from name to settings, whose `type` decides which keys are allowed.
 extension ConfigLoader {
     static let googleJWKSURL = "https://firebaseappcheck.googleapis.com/v1/jwks"
-    static let verifierTypes = ["app_check", "app_attest", "device_check"]
+    static let verifierTypes = ["app_check", "app_attest", "device_check", "play_integrity"]
 
     /// Valid verifiers, and every declared name with its `type` (nil when unreadable), so routes can be checked
     /// against names even when a verifier's settings are broken.
@@ -19,7 +19,7 @@ extension ConfigLoader {
             guard let map = MappingReader(pair.value, path: section.childPath(name), context: top.context) else { continue }
             guard let type = map.string("type", required: true) else { continue }
             guard verifierTypes.contains(type) else {
-                map.report("invalid type \"\(type)\" (use app_check, app_attest or device_check)", key: "type")
+                map.report("invalid type \"\(type)\" (use app_check, app_attest, device_check or play_integrity)", key: "type")
                 continue
             }
             result.declared[name] = type
@@ -28,25 +28,31 @@ extension ConfigLoader {
             case "app_check": kind = decodeAppCheck(map).map(VerifierKind.appCheck)
             case "app_attest":
                 let config = decodeAppAttest(map)
-                if let config {
-                    // Two verifiers on one registration path would race for the same challenge/attest endpoints.
-                    if let other = registrationPaths[config.registrationPath] {
-                        let message = "registration_path \"\(config.registrationPath)\" is already used by verifier \"\(other)\""
-                        if map.contains("registration_path") {
-                            map.report(message, key: "registration_path")
-                        } else {
-                            top.context.report(message, at: map.node, path: map.path)
-                        }
-                    } else {
-                        registrationPaths[config.registrationPath] = name
-                    }
-                }
+                if let config { claimRegistrationPath(config.registrationPath, by: name, map, &registrationPaths) }
                 kind = config.map(VerifierKind.appAttest)
+            case "play_integrity":
+                let config = decodePlayIntegrity(map)
+                if let path = config?.registrationPath { claimRegistrationPath(path, by: name, map, &registrationPaths) }
+                kind = config.map(VerifierKind.playIntegrity)
             default: kind = decodeDeviceCheck(map).map(VerifierKind.deviceCheck)
             }
             if let kind { result.configs.append(VerifierConfig(name: name, kind: kind)) }
         }
         return result
+    }
+
+    /// Two verifiers on one registration path would race for the same challenge/attest endpoints.
+    static func claimRegistrationPath(_ path: String, by name: String, _ map: MappingReader, _ paths: inout [String: String]) {
+        guard let other = paths[path] else {
+            paths[path] = name
+            return
+        }
+        let message = "registration_path \"\(path)\" is already used by verifier \"\(other)\""
+        if map.contains("registration_path") {
+            map.report(message, key: "registration_path")
+        } else {
+            map.context.report(message, at: map.node, path: map.path)
+        }
     }
 
     static func decodeAppCheck(_ map: MappingReader) -> AppCheckVerifierConfig? {

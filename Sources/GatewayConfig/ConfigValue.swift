@@ -125,3 +125,50 @@ public enum ConfigValue {
         return a.host.lowercased() == b.host.lowercased() || wildcards.contains(a.host) || wildcards.contains(b.host)
     }
 }
+
+extension ConfigValue {
+    /// `text` as 43 characters of base64url: 64 hex digits (colons allowed) are converted, standard base64's
+    /// `+ /` and padding accepted; nil for anything that is not exactly 32 bytes.
+    public static func sha256Digest(_ text: String) -> String? {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        let hex = text.utf8.filter { $0 != UInt8(ascii: ":") }
+        if hex.count == 64, let bytes = hexBytes(hex) {
+            var out: [UInt8] = []
+            var bits: UInt32 = 0, count = 0
+            for b in bytes {
+                bits = bits << 8 | UInt32(b); count += 8
+                while count >= 6 { count -= 6; out.append(alphabet[Int(bits >> UInt32(count) & 63)]) }
+            }
+            out.append(alphabet[Int(bits << UInt32(6 - count) & 63)])
+            return String(decoding: out, as: UTF8.self)
+        }
+        var chars = Array(text.utf8)
+        if chars.count == 44, chars[43] == UInt8(ascii: "=") { chars.removeLast() }
+        guard chars.count == 43 else { return nil }
+        for i in chars.indices {
+            if chars[i] == UInt8(ascii: "+") { chars[i] = UInt8(ascii: "-") } else if chars[i] == UInt8(ascii: "/") { chars[i] = UInt8(ascii: "_") }
+        }
+        // 43 characters carry 258 bits for 256: the last one's low 2 bits must be zero (one spelling per digest).
+        guard chars.allSatisfy(alphabet.contains), let last = alphabet.firstIndex(of: chars[42]), last & 3 == 0 else { return nil }
+        return String(decoding: chars, as: UTF8.self)
+    }
+
+    private static func hexBytes(_ digits: [UInt8]) -> [UInt8]? {
+        func nibble(_ c: UInt8) -> UInt8? {
+            switch c {
+            case 0x30...0x39: c - 0x30
+            case 0x41...0x46: c - 0x41 + 10
+            case 0x61...0x66: c - 0x61 + 10
+            default: nil
+            }
+        }
+        var out: [UInt8] = []
+        var i = 0
+        while i + 1 < digits.count {
+            guard let hi = nibble(digits[i]), let lo = nibble(digits[i + 1]) else { return nil }
+            out.append(hi << 4 | lo)
+            i += 2
+        }
+        return out
+    }
+}

@@ -200,10 +200,45 @@ public struct DeviceCheckVerifierConfig: Sendable, Equatable {
     }
 }
 
+/// `binding` of a `play_integrity` verifier.
+public enum PlayIntegrityBindingConfig: String, Sendable, Equatable { case request, nonce }
+
+/// The `play_integrity` verifier type (CONFIG.md Additions): Google Play Integrity tokens, standard ones decoded by
+/// Google with a service account, classic ones with developer-managed keys decoded locally.
+public struct PlayIntegrityVerifierConfig: Sendable, Equatable {
+    public var packageName: String
+    /// Allowed signing-certificate digests as base64url without padding (the verdict's form; hex is converted).
+    public var certificateSHA256: [String]
+    public var header: String = "X-Play-Integrity"
+    public var binding: PlayIntegrityBindingConfig = .request
+    public var serviceAccountFile: String?
+    public var decryptionKeyFile: String?
+    public var verificationKeyFile: String?
+    public var appRecognition: [String] = ["PLAY_RECOGNIZED"]
+    public var minDeviceIntegrity: String = "MEETS_DEVICE_INTEGRITY"
+    public var requireLicensed: Bool = false
+    public var playProtect: [String]?
+    /// `LEVEL_1` … `LEVEL_4` as 1 … 4.
+    public var maxDeviceActivity: Int?
+    public var maxSkewMillis: Int = 300_000
+    public var replayWindowMillis: Int = 24 * 3_600_000
+    public var registrationPath: String?
+    public var apiBaseURL: String = "https://playintegrity.googleapis.com"
+    /// nil: the service account file's `token_uri`, else Google's.
+    public var tokenURL: String?
+    public var caFile: String?
+    public var timeoutMillis: Int = 3_000
+    public init(packageName: String, certificateSHA256: [String]) {
+        self.packageName = packageName
+        self.certificateSHA256 = certificateSHA256
+    }
+}
+
 public enum VerifierKind: Sendable, Equatable {
     case appCheck(AppCheckVerifierConfig)
     case appAttest(AppAttestVerifierConfig)
     case deviceCheck(DeviceCheckVerifierConfig)
+    case playIntegrity(PlayIntegrityVerifierConfig)
 }
 
 public struct VerifierConfig: Sendable, Equatable {

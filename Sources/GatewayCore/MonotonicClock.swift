@@ -31,6 +31,13 @@ public struct WallClock {
         return Int64(ts.tv_sec)
     }
 
+    /// Unix milliseconds now: the clock Play Integrity's `timestampMillis` is written in.
+    @inline(__always) public static func unixMillis() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec / 1_000_000)
+    }
+
     /// Appends the current UTC time as RFC 3339 with milliseconds, e.g. `2026-11-29T18:37:43.123Z`.
     public mutating func appendNow(to buffer: ByteBuffer) {
         var ts = timespec()

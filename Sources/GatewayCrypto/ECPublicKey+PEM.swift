@@ -32,3 +32,24 @@ extension ECPublicKey {
         return point
     }
 }
+
+extension ECPublicKey {
+    /// A P-256 key from DER SubjectPublicKeyInfo (what Play Console gives, in base64, as the verification key);
+    /// nil for any other key type or curve, or trailing bytes.
+    public convenience init?(spkiDER der: [UInt8]) {
+        guard !der.isEmpty, der.count <= 4096 else { return nil }
+        var consumed = 0
+        let raw = der.withUnsafeBufferPointer { buffer -> OpaquePointer? in
+            var cursor: UnsafePointer<UInt8>? = buffer.baseAddress
+            let key = d2i_PUBKEY(nil, &cursor, buffer.count)
+            if let cursor, let base = buffer.baseAddress { consumed = cursor - base }
+            return key
+        }
+        guard let key = OpenSSLOwnedKey(raw) else { ERR_clear_error(); return nil }
+        guard consumed == der.count, let point = Self.uncompressedP256Point(key.pointer) else { return nil }
+        self.init(uncompressedP256: point)
+    }
+
+    /// The DER SubjectPublicKeyInfo of this key.
+    public var spkiDER: [UInt8] { Self.spkiPrefix + uncompressedPoint }
+}

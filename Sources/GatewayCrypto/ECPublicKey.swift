@@ -20,7 +20,7 @@ public final class ECPublicKey: @unchecked Sendable {
     /// DER SubjectPublicKeyInfo prefix for id-ecPublicKey / prime256v1 with a 66-byte BIT STRING (0 unused bits
     /// + 65-byte point). Building the SPKI ourselves and letting `d2i_PUBKEY` decode it means OpenSSL checks that
     /// the point is on the curve, which a hand-rolled key import could forget.
-    private static let spkiPrefix: [UInt8] = [
+    static let spkiPrefix: [UInt8] = [
         0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01,
         0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
     ]

@@ -56,7 +56,7 @@ struct ExchangeState {
     /// Bytes the client got past the sink (a tunnel's 101 head and frames), for the access log.
     var extraBytesOut = 0
     /// The registration endpoint this request is for.
-    var registration: (action: RegistrationEndpoints.Action, verifier: AppAttestVerifier)? = nil
+    var registration: RegistrationEndpoints.Endpoint? = nil
 
     /// How long the client may be silent mid-exchange: a gRPC call's stream_idle_timeout, else idle_timeout.
     @inline(__always) func idleMillis(_ worker: ProxyWorker) -> UInt64 {

@@ -28,11 +28,12 @@ extension ProxyExchange {
 
     /// One pass of the Authenticator: the clock, the signed line and the loop states read once for its verifiers.
     private func run(_ head: HTTP1RequestHead, route: CompiledRoute, plan: Authenticator, resuming: (step: VerifierStep, verifier: Int)?) {
-        let now = worker.unixNow()
+        let nowMillis = WallClock.unixMillis()
+        let now = nowMillis / 1000
         // Forward-auth: the request the client signed is the original one, not this call.
         let line: SignedRequestLine = exchange.forwardAuth.map { .original(method: $0.method, target: $0.target) } ?? head.signedLine
         let states = gen.loopStates[exchange.routeIndex]
-        func request(_ i: Int) -> VerificationRequest { VerificationRequest(now: now, signedLine: line, loopState: states[i]) }
+        func request(_ i: Int) -> VerificationRequest { VerificationRequest(now: now, nowMillis: nowMillis, signedLine: line, loopState: states[i]) }
         let next = head.withHeaderView { headers in
             if let (step, i) = resuming {
                 return plan.resume(step, verifier: i, headers, progress: &exchange.progress, request: request)

@@ -1,4 +1,5 @@
 import Attestation
+import GatewayCore
 import GatewayCrypto
 import HTTP1
 import JOSE
@@ -6,10 +7,11 @@ import Observability
 import StateStore
 import GatewayPosix
 
-/// The App Attest registration endpoints (PROTOCOL.md "App Attest registration"): one-time challenges, and
-/// attestations verified against the pinned root and stored as keys with counter 0.
+/// The registration endpoints (PROTOCOL.md "App Attest registration", Additions "Play Integrity"): one-time
+/// challenges; App Attest attestations verified against the pinned root and stored as keys with counter 0; Play
+/// Integrity tokens bound to the challenge, judged by the verifier's policy.
 extension ProxyExchange {
-    func beginRegistration(_ head: HTTP1RequestHead, _ endpoint: (action: RegistrationEndpoints.Action, verifier: AppAttestVerifier)) {
+    func beginRegistration(_ head: HTTP1RequestHead, _ endpoint: RegistrationEndpoints.Endpoint) {
         exchange.registration = endpoint
         guard head.methodIs("POST") else {
             respondLocal(.methodNotAllowed(allow: "POST"), close: !http.requestDone || !head.keepAlive)
@@ -35,20 +37,21 @@ extension ProxyExchange {
     }
 
     func registrationBodyReady() {
-        guard let (action, verifier) = exchange.registration, let held = exchange.heldBody else { return }
-        switch action {
-        case .challenge: issueChallenge(verifier)
-        case .attest: verifyAttestation(verifier, body: held.bytes)
+        guard let (action, registrar) = exchange.registration, let held = exchange.heldBody else { return }
+        switch (action, registrar) {
+        case (.challenge, _): issueChallenge(registrar)
+        case (.attest, .appAttest(let verifier)): verifyAttestation(verifier, body: held.bytes)
+        case (.attest, .playIntegrity(let verifier)): verifyPlayIntegrity(verifier, body: held.bytes)
         }
     }
 
     /// 32 random bytes, base64url, recorded in the state store until the TTL.
-    private func issueChallenge(_ verifier: AppAttestVerifier) {
+    private func issueChallenge(_ registrar: RegistrationEndpoints.Registrar) {
         guard let state = gen.runtime.state else { return }
         let challenge = Base64URL.encode(SecureRandom.bytes(32))
         let now = worker.unixNow()
-        let ttl = verifier.challengeTTLSeconds
-        let namespace = verifier.challengeNamespace
+        let ttl = registrar.challengeTTLSeconds
+        let namespace = registrar.challengeNamespace
         offLoop(state, "challenge_issue", { store in
             Result { () throws(StateStoreError) in try store.issue(namespace: namespace, key: challenge, expiresAt: now + ttl, now: now) }
         }) { conn, result in
@@ -141,12 +144,61 @@ extension ProxyExchange {
         }
     }
 
+    /// The plugin contract's Android half: `{"platform":"android","format":"google-play-integrity-standard","keyId":…,
+    /// "challenge":…,"token":…}`; `keyId` is the plugin's provider handle and is stored nowhere.
+    static func parseAndroidAttestRequest(_ body: [UInt8]) -> (challenge: String, token: [UInt8])? {
+        guard case .object(let o)? = try? StrictJSON.parse(body),
+              case .string("android")? = o["platform"], case .string("google-play-integrity-standard")? = o["format"],
+              case .string(let challenge)? = o["challenge"], case .string(let token)? = o["token"],
+              !challenge.isEmpty, challenge.utf8.count <= AppAttestVerifier.maxChallengeBytes, !token.isEmpty else { return nil }
+        if let keyID = o["keyId"] { guard case .string = keyID else { return nil } }
+        return (challenge, Array(token.utf8))
+    }
+
+    /// The token is decoded (by Google for a standard one) and judged on a worker thread; the challenge is redeemed
+    /// only when it passed, so a forged token cannot burn a challenge.
+    private func verifyPlayIntegrity(_ verifier: PlayIntegrityVerifier, body: [UInt8]) {
+        guard let request = Self.parseAndroidAttestRequest(body) else {
+            registrationAnswer(.badRegistration(), reason: .malformedToken)
+            return
+        }
+        let nowMillis = WallClock.unixMillis()
+        let now = nowMillis / 1000
+        let name = verifier.name
+        offLoop(Self.blockingQueue, {
+            verifier.verifyRegistration(token: request.token, challenge: request.challenge, nowMillis: nowMillis,
+                                        log: { message in Logger.error(message, ["verifier": name]) })
+        }) { conn, result in
+            if case .failure(let status) = result {
+                conn.registrationAnswer(.registrationRejected(status), reason: status)
+                return
+            }
+            guard let state = conn.gen.runtime.state else { return }
+            let namespace = verifier.challengeNamespace
+            conn.offLoop(state, "playintegrity_register", { store in
+                Result { () throws(StateStoreError) in try store.redeem(namespace: namespace, key: request.challenge, now: now) }
+            }) { conn, redeemed in
+                switch redeemed {
+                case .success(true):
+                    conn.exchange.verdict = .verified
+                    conn.exchange.verifierMetric = MetricNames.shared.id(verifier.name)
+                    conn.registrationAnswer(.json(status: 201, "Created",
+                        "{\"platform\":\"android\",\"appId\":\(JSONText.quoted(verifier.policy.packageName))}"))
+                case .success(false):
+                    conn.registrationAnswer(.registrationRejected(.challengeUnknown), reason: .challengeUnknown)
+                case .failure:
+                    conn.registrationAnswer(.registrationRejected(.stateUnavailable), reason: .stateUnavailable)
+                }
+            }
+        }
+    }
+
     /// Answers a registration request (its body has been read whole, so the connection stays open).
     private func registrationAnswer(_ response: LocalResponse, reason: VerificationStatus? = nil) {
         exchange.heldBody = nil
         if let reason {
             exchange.verdict = .failed
-            if let (_, verifier) = exchange.registration { exchange.verifierMetric = MetricNames.shared.id(verifier.name) }
+            if let (_, registrar) = exchange.registration { exchange.verifierMetric = MetricNames.shared.id(registrar.name) }
             exchange.reason = reason
         }
         respondLocal(response, close: !(exchange.head?.keepAlive ?? false))

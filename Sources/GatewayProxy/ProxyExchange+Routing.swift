@@ -49,7 +49,7 @@ extension ProxyExchange {
         let generation = worker.current
         exchange.generation = generation
         // Read through the generation (a class): a `let runtime = …` copy would retain every field of the struct.
-        var registration: (action: RegistrationEndpoints.Action, verifier: AppAttestVerifier)? = nil
+        var registration: RegistrationEndpoints.Endpoint? = nil
         var forwardAuth = false
         var jwks = false
         // One pass over the head's bytes: the canonical target, then the endpoint or route it names.

@@ -44,7 +44,8 @@ public struct ProxyRuntime: Sendable {
     public let verifiers: VerifierGraph
     /// The state store, opened when some route uses `limited_use` or an App Attest verifier is configured.
     public let state: StateService?
-    /// `POST {registration_path}/challenge|attest` of the App Attest verifiers (they take precedence over routes).
+    /// `POST {registration_path}/challenge|attest` of the App Attest and Play Integrity verifiers (they take
+    /// precedence over routes).
     let registration: RegistrationEndpoints
     /// `forward_auth.path`, if configured.
     let forwardAuthPath: [UInt8]?
@@ -127,7 +128,7 @@ public struct ProxyRuntime: Sendable {
         routes = RouteTable(config: config) { [verifiers, state, fraudMetrics] name, route in
             verifiers.routeVerifier(name, route: route, state: state, fraudMetrics: fraudMetrics)
         }
-        registration = RegistrationEndpoints(verifiers.appAttest.values.sorted { $0.name < $1.name })
+        registration = RegistrationEndpoints(verifiers)
         forwardAuthPath = config.forwardAuth.map { Array($0.path.utf8) }
         if let v = config.verdictToken {
             // A reload with the same settings keeps the key (a generated one too): upstreams keep verifying.

@@ -30,4 +30,11 @@ public enum JWSSigner {
         let signature = try key.signES256(Array(signingInput.utf8))
         return signingInput + "." + Base64URL.encode(signature)
     }
+
+    /// ES256 over `payload` under `header` as given (Play Integrity's `{"alg":"ES256"}`; tests mint refused ones).
+    public static func signES256(header: JSONValue, payload: [UInt8], key: ECPrivateKey) throws -> String {
+        let signingInput = Base64URL.encode(Array(JSONEncoding.encode(header).utf8)) + "." + Base64URL.encode(payload)
+        let signature = try key.signES256(Array(signingInput.utf8))
+        return signingInput + "." + Base64URL.encode(signature)
+    }
 }

@@ -125,8 +125,9 @@ import JOSE
     @Test func statusesMapToTheDocumentedHTTPStatuses() {
         for s in VerificationStatus.allCases {
             switch s {
-            case .appNotAllowed, .wrongAudience, .unknownSubject, .riskTooHigh: #expect(s.httpStatus == 403)
-            case .jwksUnavailable, .stateUnavailable, .deviceCheckUnavailable: #expect(s.httpStatus == 503)
+            case .appNotAllowed, .wrongAudience, .unknownSubject, .riskTooHigh, .appNotRecognized, .deviceIntegrityTooLow, .notLicensed,
+                 .wrongPackage, .environmentRisk, .deviceActivityTooHigh: #expect(s.httpStatus == 403)
+            case .jwksUnavailable, .stateUnavailable, .deviceCheckUnavailable, .playIntegrityUnavailable: #expect(s.httpStatus == 503)
             default: #expect(s.httpStatus == 401)
             }
         }

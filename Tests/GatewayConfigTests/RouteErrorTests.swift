@@ -60,11 +60,11 @@ import Testing
 
     @Test func limitedUseNeedsAReplayCapableVerifier() {
         #expect(route("  - match: {path: /x}\n    upstream: api\n    verify: [ios]\n    limited_use: true", verifiers: Self.verifiers) == [
-            "gateway.yml:13:18: routes[1].limited_use: limited_use needs an app_check or device_check verifier in verify",
+            "gateway.yml:13:18: routes[1].limited_use: limited_use needs an app_check, device_check or play_integrity verifier in verify",
         ])
         #expect(route("  - match: {path: /x}\n    upstream: api\n    verify: [ios, fb]\n    limited_use: true", verifiers: Self.verifiers).isEmpty)
         #expect(route("  - match: {path: /x}\n    upstream: api\n    limited_use: true") == [
-            "gateway.yml:12:18: routes[1].limited_use: limited_use needs an app_check or device_check verifier in verify",
+            "gateway.yml:12:18: routes[1].limited_use: limited_use needs an app_check, device_check or play_integrity verifier in verify",
         ])
     }
 

@@ -183,10 +183,10 @@ import Testing
                        + Self.verifiers)
         }
         #expect(route("[ios]", "") == [
-            "gateway.yml:8:76: routes[0].limited_use: limited_use needs an app_check or device_check verifier in verify",
+            "gateway.yml:8:76: routes[0].limited_use: limited_use needs an app_check, device_check or play_integrity verifier in verify",
         ])
         #expect(route("[]", "") == [
-            "gateway.yml:8:73: routes[0].limited_use: limited_use needs an app_check or device_check verifier in verify",
+            "gateway.yml:8:73: routes[0].limited_use: limited_use needs an app_check, device_check or play_integrity verifier in verify",
         ])
         // require_all does not turn an App Attest verifier into one that can consume tokens.
         #expect(route("[ios]", ", require_all: true").count == 1)

@@ -11,8 +11,8 @@ import Testing
     static let deviceCheck = "    type: device_check\n    team_id: ABCDE12345\n    key_id: K1\n    private_key: k.p8\n"
 
     @Test func unknownVerifierTypeListsTheChoices() {
-        #expect(verifier("    type: play_integrity") == [
-            "gateway.yml:12:11: verifiers.v.type: invalid type \"play_integrity\" (use app_check, app_attest or device_check)",
+        #expect(verifier("    type: safety_net") == [
+            "gateway.yml:12:11: verifiers.v.type: invalid type \"safety_net\" (use app_check, app_attest, device_check or play_integrity)",
         ])
     }
 

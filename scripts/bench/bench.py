@@ -6,7 +6,8 @@ core 0, loaded one after the other, the order reversed every round. Rows: nginx,
 gw-rs256-distinct|repeated, haproxy-distinct|repeated (RS256 App Check tokens: a new one per request | one);
 gw-lu-sqlite, gw-lu-redis (limited use); gw-appattest-sqlite (App Attest); gw-h1-h2load, gw-h2c, nginx-h2c,
 gw-h2c-mux, nginx-h2c-mux, gw-h2-tls, nginx-h2-tls (h2load: HTTP/1.1, h2c -c64 -m1 and -c8 -m32, h2 over TLS);
-gw-grpc, nginx-grpc (h2load gRPC unary POSTs over h2c -c8 -m16 → the proxy → nghttpd --echo-upload, h2c, on core 1;
+gw-play-classic (a Play Integrity classic token decoded in full on every request: AES key unwrap, AES-256-GCM, ECDSA
+P-256 verify; `openssl speed` of the three on core 0 after the rounds is its limit); gw-grpc, nginx-grpc (h2load gRPC unary POSTs over h2c -c8 -m16 → the proxy → nghttpd --echo-upload, h2c, on core 1;
 nginx: grpc_pass); gw-ws, nginx-ws (ws_echo.py: 20 000 WebSocket messages over 4 connections, each awaiting its echo
 from a websockets echo server on core 1; CPU µs per message). Per run: req/s, latency, CPU µs per request =
 Δ(utime+stime) of the proxy process / requests completed; a run with a failure, a non-2xx answer, an exhausted
@@ -25,7 +26,7 @@ BENCH_BASELINE_DEV_BIN, NGINX_BIN, HAPROXY_BIN, REDIS_BIN, BENCH_SECONDS, BENCH_
 BENCH_CONNECTIONS, BENCH_TOKENS, BENCH_APPATTEST_DEVICES, BENCH_APPATTEST_ASSERTIONS, BENCH_H2_MUX_CONNECTIONS,
 BENCH_H2_MUX_STREAMS, BENCH_GRPC_UPSTREAM (nghttpd | grpcio), BENCH_GRPC_CONNECTIONS, BENCH_GRPC_STREAMS,
 NGHTTPD_BIN, BENCH_WS_CONNECTIONS, BENCH_WS_MESSAGES, and the switches (on unless set to anything but 1)
-BENCH_RS256, BENCH_LU, BENCH_APPATTEST, BENCH_H2, BENCH_H2_TLS, BENCH_GRPC, BENCH_WS. Exits non-zero only when
+BENCH_RS256, BENCH_LU, BENCH_APPATTEST, BENCH_PLAY, BENCH_H2, BENCH_H2_TLS, BENCH_GRPC, BENCH_WS. Exits non-zero only when
 something fails to start; missing a target is reported, never asserted. Every process it starts has its own process
 group, killed by that group's id on exit (Ctrl-C included).
 """
@@ -42,6 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "Tests" / "e2e"))   # the e2e harness
 
+import crypto_limit  # noqa: E402
 from lab import Lab  # noqa: E402
 from peers import log_of, tail  # noqa: E402
 from report import Table, print_medians, print_round, summary  # noqa: E402
@@ -82,7 +84,7 @@ def print_preamble(lab: Lab) -> None:
     if s.aa:
         print(f"aa      : {s.aa_devices} devices, wrk -t{s.aa_devices} -c{s.aa_devices} (device k = thread k = 1 "
               f"connection); {s.aa_per_warm} assertions per device for warm-ups, then {s.aa_per_run} per measured run")
-    switches = {"RS256": s.rs256, "LU": s.lu, "APPATTEST": s.aa, "H2": s.h2, "H2_TLS": s.h2_tls, "GRPC": s.grpc,
+    switches = {"RS256": s.rs256, "LU": s.lu, "APPATTEST": s.aa, "PLAY": s.play, "H2": s.h2, "H2_TLS": s.h2_tls, "GRPC": s.grpc,
                 "WS": s.ws}
     print(f"load    : taskset -c 1 wrk -t1 -c{s.conns} -d{s.seconds}s --latency http://127.0.0.1:<port>/bench, "
           f"h2load -t1 -D {s.seconds}"
@@ -107,6 +109,7 @@ def bench(s: Settings, tmp: Path) -> None:
                 table.runs[row.name].append(lab.run(row, k + 1))
             print_round(table, k, [r.name for r in order])
         print_medians(table, s.rounds)
+        table.crypto = crypto_limit.measure(lab.play.ciphertext_bytes) if s.play else None
         print("\n".join(summary(table, s)))
         if table.any_errors():
             loud("SOME RUNS HAD ERRORS (see above): their figures are not comparable")

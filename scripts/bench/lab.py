@@ -21,7 +21,7 @@ import harness as H
 import peers as P
 import upstreams as U
 from load import H2Load, Run, WrkLoad, WsLoad, measure
-from material import AppAttest
+from material import AppAttest, PlayIntegrity
 from mint_tokens import mint
 from peers import Proxy
 from settings import AA_BUNDLE, AA_REG, AA_TEAM, HERE, PROJECT_NUMBER, Settings, loud
@@ -31,6 +31,7 @@ class Lab:
     def __init__(self, s: Settings, tmp: Path):
         self.s, self.tmp, self.tokens = s, tmp, mint(tmp / "tokens", s.tokens, s.lu_warm) if s.rs256 else None
         self.aa = AppAttest(s, tmp) if s.aa else None
+        self.play = PlayIntegrity(s, tmp) if s.play else None
         tls = apple_fakes.make_tls(tmp / "tls") if s.h2_tls else None   # a P-256 leaf of the e2e test CA
         self.tls = (tls.cert, tls.key) if tls else None
         self.ports, self.proxies, self.skips = iter(P.free_ports(32)), {}, {}   # skips: row -> why it is not run
@@ -65,6 +66,8 @@ class Lab:
                      fresh=True)
         if s.aa:
             self.add("gw-appattest-sqlite", self.aa_gateway, fresh=True)
+        if s.play:
+            self.add("gw-play-classic", lambda p, tag: gw(p, verifiers=self.play.verifier))
         if s.grpc:
             self.grpc_up = self.grpc_upstream(next(self.ports))
             self.add("nginx-grpc", lambda p, tag: self.nginx(p.name, [f"{p.ports[0]} http2"], P.GRPC_PROXY,
@@ -218,6 +221,13 @@ class Lab:
                 ("counter 2", second, "200"), ("counter 2 again", second, "401 counter_not_increasing"),
                 ("counter 1 after it", first, "401 counter_not_increasing"),
                 ("no assertion", [], "401 missing_token")]))
+        if s.play:
+            pi = self.play
+            sections.append(("Play Integrity classic tokens", ["gw-play-classic"], [
+                ("valid token", pi.headers(pi.token), "200"), ("again", pi.headers(pi.token), "200"),
+                ("tampered ciphertext", pi.headers(pi.tampered), "401 malformed_token"),
+                ("another request's hash", pi.headers(pi.other_request), "401 bad_assertion"),
+                ("no token", [], "401 missing_token")]))
         if s.grpc:
             grpc_answers("upstream", self.grpc_up.port, self.grpc_msg, s.grpc_upstream == "grpcio", required=True)
             sections.append(("gRPC (nghttp POST /bench.Echo/Unary, h2c prior knowledge; must be: :status 200, "
@@ -282,6 +292,11 @@ class Lab:
                 for lo, hi in ((1, w), (w + 1, w + r))]
             rows.append(Row("gw-appattest-sqlite", p["gw-appattest-sqlite"], *aa, check=app_attest_check,
                             refused="(INVALID): a counter replayed or out of order, or the store failed"))
+        if s.play:
+            first, *more = (f"{n}: {v}" for n, v in self.play.headers(self.play.token))
+            play = WrkLoad(c, header=first, more_headers=tuple(more))
+            rows.append(Row("gw-play-classic", p["gw-play-classic"], play, play,
+                            refused="(INVALID): a classic token was refused"))
         h2 = [("gw-h1-h2load", "attest-gateway", "h1", c, 1), ("gw-h2c", "gw-h2", "h2c", c, 1),
               ("nginx-h2c", "nginx-h2", "h2c", c, 1), ("gw-h2c-mux", "gw-h2", "mux", mc, ms),
               ("nginx-h2c-mux", "nginx-h2", "mux", mc, ms)] if s.h2 else []

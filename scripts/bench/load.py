@@ -60,10 +60,12 @@ class WrkLoad:
     header: str | None = None               # one fixed header line (-H)
     script: Path | None = None              # tokens.lua / appattest.lua, configured by env
     env: tuple[tuple[str, str], ...] = ()
+    more_headers: tuple[str, ...] = ()      # further fixed header lines (-H each)
 
     def argv(self, seconds: int, port: int, measured: bool) -> list[str]:
         return (["wrk", f"-t{self.threads}", f"-c{self.conns}", f"-d{seconds}s"] + ["--latency"] * measured
-                + (["-H", self.header] if self.header else []) + (["-s", str(self.script)] if self.script else [])
+                + (["-H", self.header] if self.header else []) + [a for h in self.more_headers for a in ("-H", h)]
+                + (["-s", str(self.script)] if self.script else [])
                 + [f"http://127.0.0.1:{port}/bench"])
 
 

@@ -1,7 +1,10 @@
-"""What the App Attest row sends: simulated devices and their assertion lists (the gateway's dev tools)."""
+"""What the App Attest row sends (simulated devices and their assertion lists) and what the Play Integrity row sends
+(a classic token and test keys in Play Console's format): both made with the gateway's dev tools."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import subprocess
@@ -10,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import upstreams as U
-from settings import AA_BUNDLE, AA_REG, AA_TEAM, Settings
+from settings import AA_BUNDLE, AA_REG, AA_TEAM, PLAY_PACKAGE, Settings
 
 
 def dev(tools: list[str], *args: str) -> str:
@@ -77,3 +80,39 @@ class AppAttest:
                  "application/json")
         if r is None or r.status != 201:
             raise RuntimeError(f"registering {device.name} answered {r and r.status}: {r and r.body[:300]!r}")
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+class PlayIntegrity:
+    """Keys as Play Console gives developer-managed ones (`playintegrity keys`) and one classic token for GET /bench
+    (binding: request, its nonce the request hash of GET /bench with one timestamp and an empty body), decoded in
+    full on every request (classic tokens are not cached); plus the tokens the sanity check must see refused."""
+
+    def __init__(self, s: Settings, tmp: Path):
+        self.dir, self.timestamp = tmp / "play", str(int(time.time()))   # the verifier's max_skew is 24h
+        dev(s.dev, "playintegrity", "keys", "--out", str(self.dir))
+        self.token = self.mint(s, self.request_hash("/bench"))
+        self.other_request = self.mint(s, self.request_hash("/elsewhere"))
+        parts = self.token.split(".")
+        self.ciphertext_bytes = len(base64.urlsafe_b64decode(parts[3] + "=" * (-len(parts[3]) % 4)))
+        flipped = parts[3][:-2] + ("A" if parts[3][-2] != "A" else "B") + parts[3][-1]
+        self.tampered = ".".join(parts[:3] + [flipped] + parts[4:])
+        self.verifier = {"play": {
+            "type": "play_integrity", "package_name": PLAY_PACKAGE, "max_skew": "24h",
+            "certificate_sha256": [b64url(hashlib.sha256(b"attest-gateway test certificate").digest())],
+            "decryption_key_file": str(self.dir / "decryption.key"),
+            "verification_key_file": str(self.dir / "verification.key")}}
+
+    def request_hash(self, target: str) -> str:
+        client_data = f"GET\n{target}\n{self.timestamp}\n{hashlib.sha256(b'').hexdigest()}".encode()
+        return b64url(hashlib.sha256(client_data).digest())
+
+    def mint(self, s: Settings, nonce: str) -> str:
+        return dev(s.dev, "playintegrity", "token", "--keys", str(self.dir), "--package", PLAY_PACKAGE,
+                   "--nonce", nonce).strip()
+
+    def headers(self, token: str) -> list[tuple[str, str]]:
+        return [("X-Play-Integrity", token), ("X-Play-Integrity-Timestamp", self.timestamp)]

@@ -35,6 +35,7 @@ BASE_COLUMNS = [("row", "name", -19, "", ""), ("base req/s", "base_rps", 10, "%.
 class Table:
     def __init__(self, rows: list) -> None:
         self.rows, self.runs = rows, {r.name: [] for r in rows if not r.skip}   # row -> its runs, round by round
+        self.crypto: dict[str, float] | None = None   # crypto_limit.measure's figures (the Play Integrity row)
 
     def values(self, name: str, attr: str) -> list:
         return [v for r in self.runs.get(name, []) if (v := r.fig.get(attr)) is not None]
@@ -181,6 +182,18 @@ def summary(t: Table, s) -> list[str]:
         a, d = added("gw-appattest-sqlite", "attest-gateway"), added("gw-appattest-sqlite", "gw-rs256-distinct")
         more = "; %+.2f more than RS256 App Check (vs gw-rs256-distinct)" % d if d is not None else ""
         lines += ["CPU µs/req added by App Attest (vs attest-gateway): %+.2f%s" % (a, more)] if a is not None else []
+    if s.play:
+        lines += ["-- Play Integrity classic tokens (decoded locally on every request: AES-256 key unwrap, AES-256-GCM, "
+                  "ECDSA P-256 verify; binding: request)", *section(39, (BOTH, "gw-play-classic", "attest-gateway"))]
+        a, c = added("gw-play-classic", "attest-gateway"), t.crypto
+        if c:
+            limit = c["p256_verify"] + c["gcm"] + c["unwrap"]
+            lines.append("openssl speed on core 0, this run: P-256 verify %.2f µs + AES-256-GCM of %d bytes %.2f µs + "
+                         "AES-256 unwrap %.2f µs = %.2f µs" % (c["p256_verify"], c["bytes"], c["gcm"], c["unwrap"], limit))
+            lines += ["CPU µs/req added by a classic token (vs attest-gateway): %+.2f = %.2f x the cryptography's limit"
+                      % (a, a / limit)] if a is not None else []
+        else:
+            lines.append("openssl speed: its output could not be read (no limit for the Play Integrity row)")
     if s.h2:
         lines += ["-- HTTP/2 (h2load for every row here; no HTTP/2 target is set: information)",
                   *section(32, (BOTH, "gw-h2c", "nginx-h2c"), (BOTH, "gw-h2c-mux", "nginx-h2c-mux"),

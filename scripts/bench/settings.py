@@ -13,6 +13,7 @@ from typing import NoReturn
 HERE = Path(__file__).resolve().parent
 PROJECT_NUMBER = "123456789012"   # of the minted tokens (mint_tokens.py) and of both RS256 verifiers
 AA_TEAM, AA_BUNDLE, AA_REG = "BENCH12345", "com.example.bench", "/.attest/ios"
+PLAY_PACKAGE = "com.example.bench"   # of the Play Integrity row's classic token and verifier
 
 
 def die(message: str) -> NoReturn:
@@ -70,6 +71,7 @@ class Settings:
         self.grpc_conns, self.grpc_streams = number("BENCH_GRPC_CONNECTIONS", 8), number("BENCH_GRPC_STREAMS", 16)
         self.nghttpd = env("NGHTTPD_BIN") or shutil.which("nghttpd") or "/usr/sbin/nghttpd"
         self.ws, self.ws_conns = on("BENCH_WS"), number("BENCH_WS_CONNECTIONS", 4)
+        self.play = on("BENCH_PLAY")
         self.ws_messages = number("BENCH_WS_MESSAGES", 20000)
         # the limited-use rows' own warm-up tokens (never sent in a measured run); assertions per device
         self.lu_warm = max(self.warmup * 22000, 5000) if self.lu else 0
@@ -84,6 +86,7 @@ class Settings:
                 ("h2load", shutil.which("h2load") or "h2load", self.h2, "BENCH_H2=0"),
                 ("nghttp", shutil.which("nghttp") or "nghttp", self.h2, "BENCH_H2=0"),
                 ("openssl", shutil.which("openssl") or "openssl", self.h2_tls, "BENCH_H2_TLS=0"),
+                ("openssl", shutil.which("openssl") or "openssl", self.play, "BENCH_PLAY=0"),
                 ("h2load", shutil.which("h2load") or "h2load", self.grpc, "BENCH_GRPC=0"),
                 ("nghttp", shutil.which("nghttp") or "nghttp", self.grpc, "BENCH_GRPC=0"),
                 ("nghttpd", self.nghttpd, self.grpc and self.grpc_upstream == "nghttpd", "BENCH_GRPC=0")]:
