@@ -14,7 +14,7 @@ STRICT := -Xswiftc -warnings-as-errors
 BIN := .build/release/attest-gateway
 DEV_BIN := .build/release/attest-gateway-dev
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= http1-request jose cbor-appattest config-yaml receipt http2-session request-target h2-request-head
+FUZZ_TARGETS ?= http1-request jose cbor-appattest config-yaml receipt http2-session request-target h2-request-head play-integrity
 SANITIZERS ?= address thread
 
 .PHONY: run demo test unit e2e build deps test-deps bench fuzz sanitize soak check-config clean

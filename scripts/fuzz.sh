@@ -8,8 +8,8 @@
 #
 # Environment:
 #   FUZZ_SECONDS   seconds per target (default 60), libFuzzer's -max_total_time
-#   FUZZ_TARGETS   targets to run, space-separated (default: all eight: http1-request jose cbor-appattest
-#                  config-yaml receipt http2-session request-target h2-request-head)
+#   FUZZ_TARGETS   targets to run, space-separated (default: all nine: http1-request jose cbor-appattest
+#                  config-yaml receipt http2-session request-target h2-request-head play-integrity)
 #   FUZZ_CONFIG    release (default: ~4x the executions of debug) or debug (adds the debug-only exclusivity checks)
 #   FUZZ_ARGS      extra libFuzzer flags, e.g. "-jobs=2 -workers=2" or "-seed=1"
 #   FUZZ_WORKDIR   where the working corpora, crash files and logs go (default .build/fuzz/runs/<target>/)
@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 
 SWIFT=${SWIFT:-swift}
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-60}
-TARGETS=${FUZZ_TARGETS:-http1-request jose cbor-appattest config-yaml receipt http2-session request-target h2-request-head}
+TARGETS=${FUZZ_TARGETS:-http1-request jose cbor-appattest config-yaml receipt http2-session request-target h2-request-head play-integrity}
 CONFIG=${FUZZ_CONFIG:-release}
 SCRATCH=.build/fuzz
 WORKDIR=${FUZZ_WORKDIR:-$SCRATCH/runs}

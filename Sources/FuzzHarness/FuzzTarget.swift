@@ -21,6 +21,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case requestTarget = "request-target"
     /// `HTTP1RequestHead.assemble` (an HTTP/2 request's parts as a head), differentially against the HTTP/1.1 parser.
     case h2RequestHead = "h2-request-head"
+    /// Play Integrity classic tokens: `CompactJWE` (A256KW + A256GCM) and `PlayIntegrityVerifier.decodeClassic`, the
+    /// verdict parser and the policy, with the input as a token, as a JWE plaintext and as a signed verdict.
+    case playIntegrity = "play-integrity"
 
     /// The target's command-line and directory name.
     public var name: String { rawValue }
@@ -36,6 +39,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .http2Session: H2Harness.run(data)
         case .requestTarget: RequestTargetHarness.run(data)
         case .h2RequestHead: H2RequestHeadHarness.run(data)
+        case .playIntegrity: PlayIntegrityHarness.run(data)
         }
     }
 
