@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make demo`: the whole story in a minute, on loopback ports 18080 (gateway), 13000 (dev echo upstream) and
 # 13100 (dev App Check issuer); App Attest with a simulated device (`attest-gateway-dev appattest`) against a test CA
-# made here. The dev tools are their own executable (DEV_BIN), never part of the gateway's.
+# made here; Play Integrity classic tokens made with test keys (`attest-gateway-dev playintegrity`). The dev tools are their own executable (DEV_BIN), never part of the gateway's.
 # Everything it starts stops when it ends.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +14,9 @@ trap cleanup EXIT
 
 # A test CA for App Attest (in production `root_ca: builtin` is Apple's App Attestation Root CA).
 root_ca=$("$DEV_BIN" appattest ca --dir "$tmp/appattest-ca")
+# Play Integrity test keys in Play Console's format (in production: the developer-managed keys Play Console gives).
+"$DEV_BIN" playintegrity keys --out "$tmp/play" > /dev/null
+play_cert=$(python3 -c 'import base64,hashlib; print(base64.urlsafe_b64encode(hashlib.sha256(b"attest-gateway test certificate").digest()).rstrip(b"=").decode())')
 
 cat > "$tmp/gateway.yml" <<YAML
 version: 1
@@ -33,8 +36,15 @@ verifiers:
     bundle_ids: [com.example.app]
     root_ca: $root_ca                         # the demo's test CA; in production leave it out (Apple's root)
     registration_path: /.attest/ios           # POST /.attest/ios/challenge, POST /.attest/ios/attest
+  android:
+    type: play_integrity
+    package_name: com.example.app
+    certificate_sha256: ["$play_cert"]        # the app's signing certificate (Play Console shows it)
+    decryption_key_file: $tmp/play/decryption.key      # classic tokens, decoded here
+    verification_key_file: $tmp/play/verification.key
 routes:
   - {name: transfers, match: {path_prefix: /api/transfers/}, upstream: api, verify: [ios]}
+  - {name: android, match: {path_prefix: /api/android/}, upstream: api, verify: [android], limited_use: true}
   - {name: orders, match: {path_prefix: /api/orders/}, upstream: api, verify: [firebase], limited_use: true}
   - {name: payments, match: {path_prefix: /api/payments/}, upstream: api, verify: [firebase]}
   - {name: catalog, match: {path_prefix: /api/catalog/}, upstream: api, verify: [firebase], mode: monitor}
@@ -131,6 +141,27 @@ echo "  a fresh assertion, but the body changed on the way (amount 10 -> 1000):"
 line=$("$DEV_BIN" appattest assert --dir "$tmp/device" --method POST --target /api/transfers/send --body-file "$tmp/body.json")
 mapfile -t h < <(aa_headers "$line")
 call -X POST http://127.0.0.1:18080/api/transfers/send "${h[@]}" -d '{"to":"alice","amount":1000}'
+
+step "6e. Google Play Integrity (Android): a classic token, decrypted and verified here, bound to the request"
+ts=$(date +%s)
+request_hash() {  # base64url(SHA-256(METHOD \n target \n timestamp \n hex SHA-256(body))), what the app puts in the nonce
+  python3 -c 'import base64,hashlib,sys; b=open(sys.argv[4],"rb").read(); d="\n".join(sys.argv[1:4]+[hashlib.sha256(b).hexdigest()]); print(base64.urlsafe_b64encode(hashlib.sha256(d.encode()).digest()).rstrip(b"=").decode())' "$@"
+}
+nonce=$(request_hash POST /api/android/orders "$ts" "$tmp/body.json")
+ptoken=$("$DEV_BIN" playintegrity token --keys "$tmp/play" --package com.example.app --nonce "$nonce")
+call -X POST http://127.0.0.1:18080/api/android/orders -H "X-Play-Integrity: $ptoken" -H "X-Play-Integrity-Timestamp: $ts" \
+  --data-binary @"$tmp/body.json"
+echo "  the same token again (limited use: each token once):"
+call -X POST http://127.0.0.1:18080/api/android/orders -H "X-Play-Integrity: $ptoken" -H "X-Play-Integrity-Timestamp: $ts" \
+  --data-binary @"$tmp/body.json"
+echo "  a fresh token, but the body changed on the way:"
+ptoken=$("$DEV_BIN" playintegrity token --keys "$tmp/play" --package com.example.app --nonce "$nonce")
+call -X POST http://127.0.0.1:18080/api/android/orders -H "X-Play-Integrity: $ptoken" -H "X-Play-Integrity-Timestamp: $ts" \
+  -d '{"to":"alice","amount":1000}'
+echo "  a device that only meets basic integrity (the verifier asks for MEETS_DEVICE_INTEGRITY):"
+ptoken=$("$DEV_BIN" playintegrity token --keys "$tmp/play" --package com.example.app --nonce "$nonce" --device MEETS_BASIC_INTEGRITY)
+call -X POST http://127.0.0.1:18080/api/android/orders -H "X-Play-Integrity: $ptoken" -H "X-Play-Integrity-Timestamp: $ts" \
+  --data-binary @"$tmp/body.json"
 
 step "7. monitor mode (route 'catalog'): never rejects, tells the upstream the verdict"
 call http://127.0.0.1:18080/api/catalog/items -H "X-Firebase-AppCheck: $expired"
