@@ -51,8 +51,11 @@ enum PlayIntegrityCommand {
     ]
 
     private static func verify(_ options: Options) throws(UsageError) -> Int32 {
-        guard let tokenPath = options.values["--token"], let package = options.values["--package"], !package.isEmpty else {
+        guard let tokenPath = options.values["--token"], let package = options.values["--package"] else {
             throw UsageError(message: "--token and --package are required")
+        }
+        guard PlayIntegrityTool.isPackageName(package) else {
+            throw UsageError(message: "--package \(package): not an Android package name (letters, digits, \"_\" and \".\")")
         }
         if options.values["--request-hash"] != nil && options.values["--nonce"] != nil {
             throw UsageError(message: "at most one of --request-hash and --nonce")
@@ -90,7 +93,8 @@ enum PlayIntegrityCommand {
 
         var members: [(String, JSONValue)] = []
         var log: [String] = []
-        let payload = verifier.decodePayloadBlocking(text, now: at, log: { log.append($0) })
+        // --at is the policy's clock only: the service account's assertion to Google carries the real time.
+        let payload = verifier.decodePayloadBlocking(text, now: WallClock.unixSeconds(), log: { log.append($0) })
         var checked: [(String, JSONValue)] = [("certificate", .bool(!digests.isEmpty))]
         let reason: VerificationStatus?
         switch payload {

@@ -56,10 +56,18 @@ public final class PlayIntegrityGoogle: Sendable {
     private let accessToken = AnnotatedMutex<(token: String, refreshAt: Int64)?>(nil)
     /// Held while an access token is fetched, so concurrent requests wait for one fetch instead of each making one.
     private let fetching = AnnotatedMutex<Void>(())
+    /// When the last fetch failed: for `fetchBackoffSeconds` after it, callers fail at once instead of each waiting
+    /// out another fetch of their own.
+    private let lastFetchFailure = AnnotatedMutex<Int64?>(nil)
+    static let fetchBackoffSeconds: Int64 = 5
+    /// Calls waiting on Google now, at most `maxInFlight`.
+    private let inFlight = AnnotatedMutex<Int>(0)
+    public let maxInFlight: Int
     let verdicts: PlayIntegrityVerdictCache
 
     public init(account: GoogleServiceAccount, packageName: String, apiBaseURL: String, tokenURL: String?,
-                cacheCapacity: Int = 10_000, retryDelayMillis: UInt32 = 100, post: @escaping Post) {
+                cacheCapacity: Int = 10_000, retryDelayMillis: UInt32 = 100, maxInFlight: Int = 32, post: @escaping Post) {
+        self.maxInFlight = maxInFlight
         self.account = account
         self.tokenURL = tokenURL ?? account.tokenURI ?? "https://oauth2.googleapis.com/token"
         decodeURL = apiBaseURL + "/v1/" + packageName + ":decodeIntegrityToken"
@@ -68,6 +76,17 @@ public final class PlayIntegrityGoogle: Sendable {
         verdicts = PlayIntegrityVerdictCache(capacity: cacheCapacity)
     }
 
+    /// Takes one of the `maxInFlight` places for a call; false when all are taken (the caller answers 503).
+    func reserveCall() -> Bool {
+        inFlight.withLock { n in
+            guard n < maxInFlight else { return false }
+            n += 1
+            return true
+        }
+    }
+
+    func releaseCall() { inFlight.withLock { $0 -= 1 } }
+
     /// The decoded verdict of `token`; `play_integrity_unavailable` when Google cannot be asked (after one retry),
     /// `malformed_token` when Google says the token is not one it can decode.
     public func decode(_ token: [UInt8], now: Int64, log: (String) -> Void) -> Result<PlayIntegrityVerdict, VerificationStatus> {
@@ -75,7 +94,11 @@ public final class PlayIntegrityGoogle: Sendable {
     }
 
     /// `decode` up to `tokenPayloadExternal` (the CLI prints it whole).
+    /// At most `maxInFlight` calls of this verifier wait on Google at a time: past that, a slow Google gets the rest
+    /// answered 503 at once instead of taking every worker thread (DeviceCheck's and registrations' too).
     public func decodePayload(_ token: [UInt8], now: Int64, log: (String) -> Void) -> Result<JSONObject, VerificationStatus> {
+        guard reserveCall() else { return .failure(.playIntegrityUnavailable) }
+        defer { releaseCall() }
         let body = Array(JSONEncoding.encode(["integrityToken": .string(String(decoding: token, as: UTF8.self))]).utf8)
         var refreshed = false
         var attempt = 0
@@ -97,7 +120,8 @@ public final class PlayIntegrityGoogle: Sendable {
                 return .failure(.malformedToken)
             case 401 where !refreshed:
                 // The access token was revoked or expired early: one fresh one, and this attempt does not count.
-                accessToken.withLock { $0 = nil }
+                // Only this token is dropped: another thread may have fetched a new one meanwhile.
+                accessToken.withLock { if $0?.token == bearer { $0 = nil } }
                 refreshed = true
                 attempt -= 1
             case 429, 500...599:
@@ -115,12 +139,23 @@ public final class PlayIntegrityGoogle: Sendable {
     /// could not be reached (logged).
     func currentAccessToken(now: Int64, log: (String) -> Void) -> String? {
         if let t = accessToken.withLock({ $0 }), now < t.refreshAt { return t.token }
+        if recentlyFailed(now) { return nil }
         return fetching.withLock { _ -> String? in
+            // Whoever waited for the lock gets what the fetch before it got: its token, or its failure.
             if let t = accessToken.withLock({ $0 }), now < t.refreshAt { return t.token }
-            guard let fetched = fetchAccessToken(now: now, log: log) else { return nil }
+            if recentlyFailed(now) { return nil }
+            guard let fetched = fetchAccessToken(now: now, log: log) else {
+                lastFetchFailure.withLock { $0 = now }
+                return nil
+            }
+            lastFetchFailure.withLock { $0 = nil }
             accessToken.withLock { $0 = fetched }
             return fetched.token
         }
+    }
+
+    private func recentlyFailed(_ now: Int64) -> Bool {
+        lastFetchFailure.withLock { failed in failed.map { now >= $0 && now - $0 < Self.fetchBackoffSeconds } ?? false }
     }
 
     private func fetchAccessToken(now: Int64, log: (String) -> Void) -> (token: String, refreshAt: Int64)? {
@@ -162,11 +197,14 @@ public final class PlayIntegrityGoogle: Sendable {
     }
 }
 
-/// Verdicts Google decoded, by the token's SHA-256, until the policy's freshness window for them closes; bounded
-/// (expired entries go first, then the oldest). Shared by every loop (a lock around a dictionary).
+/// Verdicts Google decoded, by the token's SHA-256, until the policy's freshness window for them closes, and tokens
+/// Google refused (400), for a minute; bounded: when full, expired entries go, and if more than half the capacity is
+/// still live, the older half (so a full cache is swept at most once per `capacity / 2` insertions). Shared by every
+/// loop (a lock around a dictionary).
 public final class PlayIntegrityVerdictCache: Sendable {
     private struct Entry {
-        let verdict: PlayIntegrityVerdict
+        /// nil: Google refused the token.
+        let verdict: PlayIntegrityVerdict?
         let expiresAtMillis: Int64
         let order: UInt64
     }
@@ -176,29 +214,45 @@ public final class PlayIntegrityVerdictCache: Sendable {
         var next: UInt64 = 0
     }
 
+    public enum Lookup: Sendable {
+        case verdict(PlayIntegrityVerdict)
+        case refused
+        case miss
+    }
+
     private let table = AnnotatedMutex(Table())
     let capacity: Int
+    static let refusalMillis: Int64 = 60_000
 
     init(capacity: Int) { self.capacity = capacity }
 
-    func lookup(_ digest: [UInt8], nowMillis: Int64) -> PlayIntegrityVerdict? {
+    func lookup(_ digest: [UInt8], nowMillis: Int64) -> Lookup {
         table.withLock { t in
-            guard let e = t.entries[digest] else { return nil }
+            guard let e = t.entries[digest] else { return .miss }
             guard nowMillis < e.expiresAtMillis else {
                 t.entries[digest] = nil
-                return nil
+                return .miss
             }
-            return e.verdict
+            return e.verdict.map(Lookup.verdict) ?? .refused
         }
     }
 
     func insert(_ digest: [UInt8], _ verdict: PlayIntegrityVerdict, expiresAtMillis: Int64, nowMillis: Int64) {
+        put(digest, verdict, expiresAtMillis: expiresAtMillis, nowMillis: nowMillis)
+    }
+
+    func refuse(_ digest: [UInt8], nowMillis: Int64) {
+        put(digest, nil, expiresAtMillis: PlayIntegrityVerifier.adding(nowMillis, Self.refusalMillis), nowMillis: nowMillis)
+    }
+
+    private func put(_ digest: [UInt8], _ verdict: PlayIntegrityVerdict?, expiresAtMillis: Int64, nowMillis: Int64) {
         guard capacity > 0, expiresAtMillis > nowMillis else { return }
         table.withLock { t in
             if t.entries.count >= capacity {
                 t.entries = t.entries.filter { $0.value.expiresAtMillis > nowMillis }
-                if t.entries.count >= capacity, let oldest = t.entries.min(by: { $0.value.order < $1.value.order })?.key {
-                    t.entries[oldest] = nil
+                if t.entries.count > capacity / 2 {
+                    let newest = t.entries.sorted { $0.value.order > $1.value.order }.prefix(capacity / 2)
+                    t.entries = Dictionary(uniqueKeysWithValues: newest.map { ($0.key, $0.value) })
                 }
             }
             t.entries[digest] = Entry(verdict: verdict, expiresAtMillis: expiresAtMillis, order: t.next)

@@ -76,14 +76,18 @@ public struct PlayIntegrityVerdict: Sendable, Equatable {
         return .some(text)
     }
 
+    /// Year 5138: later timestamps are not a clock's.
+    static let maxTimestampMillis: Int64 = 100_000_000_000_000
+
     /// Google writes `timestampMillis` as a decimal string (int64 in proto3 JSON); a JSON integer is read too.
     private static func millis(_ value: JSONValue?) -> Int64? {
         switch value {
         case .string(let text)?:
-            guard !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
-            return Int64(text)
+            guard !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+                  let v = Int64(text), v <= maxTimestampMillis else { return nil }
+            return v
         case .number(let n)?:
-            guard let v = n.int64, v >= 0 else { return nil }
+            guard let v = n.int64, v >= 0, v <= maxTimestampMillis else { return nil }
             return v
         default:
             return nil
@@ -132,30 +136,32 @@ public struct PlayIntegrityPolicy: Sendable {
     /// Package, freshness, app recognition (package and signing certificate), device integrity, licensing, Play
     /// Protect, device activity.
     public func judge(_ v: PlayIntegrityVerdict, nowMillis: Int64) -> Result<Judged, VerificationStatus> {
-        guard v.requestPackageName.utf8.elementsEqual(packageName.utf8) else { return .failure(.wrongPackage) }
+        // Every comparison is byte for byte: Unicode equivalence plays no part in matching Google's labels.
+        guard Self.same(v.requestPackageName, packageName) else { return .failure(.wrongPackage) }
         guard abs(nowMillis - v.timestampMillis) <= maxSkewMillis else { return .failure(.staleTimestamp) }
-        guard appRecognition.contains(v.appRecognition) else { return .failure(.appNotRecognized) }
-        if let appPackage = v.appPackageName, !appPackage.utf8.elementsEqual(packageName.utf8) { return .failure(.wrongPackage) }
+        guard Self.listed(v.appRecognition, appRecognition) else { return .failure(.appNotRecognized) }
+        if let appPackage = v.appPackageName, !Self.same(appPackage, packageName) { return .failure(.wrongPackage) }
         // A recognised (or unrecognised-version) app comes with its signing certificate: one must be ours. Only an
         // UNEVALUATED verdict, which an operator must allow explicitly, carries none.
-        if v.appRecognition != "UNEVALUATED" || !v.certificateDigests.isEmpty {
-            guard v.certificateDigests.contains(where: { certificateDigests.contains(Self.unpadded($0)) }) else {
+        if !Self.same(v.appRecognition, "UNEVALUATED") || !v.certificateDigests.isEmpty {
+            guard v.certificateDigests.contains(where: { Self.listed(Self.unpadded($0), certificateDigests) }) else {
                 return .failure(.appNotRecognized)
             }
         }
-        guard let strongest = v.deviceLabels.compactMap(Self.deviceLabels.firstIndex(of:)).max(), strongest >= minDeviceIntegrity else {
-            return .failure(.deviceIntegrityTooLow)
-        }
-        if requireLicensed, v.licensing != "LICENSED" { return .failure(.notLicensed) }
+        let ranks = v.deviceLabels.compactMap { label in Self.deviceLabels.firstIndex { Self.same($0, label) } }
+        guard let strongest = ranks.max(), strongest >= minDeviceIntegrity else { return .failure(.deviceIntegrityTooLow) }
+        if requireLicensed, !(v.licensing.map { Self.same($0, "LICENSED") } ?? false) { return .failure(.notLicensed) }
         // An allow-list or a ceiling the verdict does not speak to fails closed: the operator asked for that signal.
-        if let playProtect, !(v.playProtect.map(playProtect.contains) ?? false) { return .failure(.environmentRisk) }
+        if let playProtect, !(v.playProtect.map { Self.listed($0, playProtect) } ?? false) { return .failure(.environmentRisk) }
         if let maxDeviceActivity {
-            guard let level = v.deviceActivity.flatMap(Self.activityLevels.firstIndex(of:)), level + 1 <= maxDeviceActivity else {
-                return .failure(.deviceActivityTooHigh)
-            }
+            let level = v.deviceActivity.flatMap { activity in Self.activityLevels.firstIndex { Self.same($0, activity) } }
+            guard let level, level + 1 <= maxDeviceActivity else { return .failure(.deviceActivityTooHigh) }
         }
         return .success(Judged(deviceIntegrity: Self.deviceLabels[strongest], appRecognition: v.appRecognition))
     }
+
+    static func same(_ a: String, _ b: String) -> Bool { a.utf8.elementsEqual(b.utf8) }
+    static func listed(_ value: String, _ list: [String]) -> Bool { list.contains { same($0, value) } }
 
     /// base64url without `=` padding (Google's digests and nonces may carry it).
     static func unpadded(_ text: String) -> String {

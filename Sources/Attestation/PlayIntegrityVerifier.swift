@@ -6,8 +6,8 @@ import StateStore
 /// What a classic token's nonce (or a standard token's request hash) is bound to.
 public enum PlayIntegrityBinding: Sendable, Equatable {
     /// base64url(SHA-256(App Attest's request clientData, with `X-Play-Integrity-Timestamp`)); the timestamp
-    /// within the skew.
-    case request(maxSkewSeconds: Int64)
+    /// within the policy's `max_skew`.
+    case request
     /// A classic token's nonce is a challenge from the registration endpoint, redeemed once; a standard token's
     /// request hash is still the request's.
     case nonce
@@ -109,18 +109,46 @@ public final class PlayIntegrityVerifier: CredentialVerifier {
             }
         }
         guard let google else { return .done(.rejected(.malformedToken)) }
-        let digest = SHA256Hasher.hash(presented.token)
-        if let verdict = google.verdicts.lookup(digest, nowMillis: nowMillis) {
-            return decoded(verdict, presented, line, now: now, nowMillis: nowMillis)
+        let digest = Self.digest(presented.token)
+        switch google.verdicts.lookup(digest, nowMillis: nowMillis) {
+        case .verdict(let verdict): return decoded(verdict, presented, line, now: now, nowMillis: nowMillis)
+        case .refused: return .done(.rejected(.malformedToken))
+        case .miss: break
         }
         return .blocking { context in
             switch google.decode(presented.token, now: now, log: context.log) {
-            case .failure(let status): return .done(.rejected(status))
+            case .failure(let status):
+                // A token Google cannot decode stays refused for a minute without another call (quota).
+                if status == .malformedToken { google.verdicts.refuse(digest, nowMillis: nowMillis) }
+                return .done(.rejected(status))
             case .success(let verdict):
-                google.verdicts.insert(digest, verdict, expiresAtMillis: verdict.timestampMillis + self.policy.maxSkewMillis, nowMillis: nowMillis)
+                google.verdicts.insert(digest, verdict, expiresAtMillis: Self.adding(verdict.timestampMillis, self.policy.maxSkewMillis),
+                                       nowMillis: nowMillis)
                 return self.decoded(verdict, presented, line, now: now, nowMillis: nowMillis)
             }
         }
+    }
+
+    /// SHA-256 of the token in one spelling: `+ /` read as `- _` and `=` dropped, so a token re-spelled in the other
+    /// base64 alphabet (which Google might read as the same) is neither a new replay key nor a new call.
+    static func digest(_ token: [UInt8]) -> [UInt8] {
+        var canonical: [UInt8] = []
+        canonical.reserveCapacity(token.count)
+        for c in token {
+            switch c {
+            case UInt8(ascii: "+"): canonical.append(UInt8(ascii: "-"))
+            case UInt8(ascii: "/"): canonical.append(UInt8(ascii: "_"))
+            case UInt8(ascii: "="): continue
+            default: canonical.append(c)
+            }
+        }
+        return SHA256Hasher.hash(canonical)
+    }
+
+    /// `a + b`, saturating (timestamps and windows come from tokens and configuration).
+    static func adding(_ a: Int64, _ b: Int64) -> Int64 {
+        let (sum, overflow) = a.addingReportingOverflow(b)
+        return overflow ? (b > 0 ? Int64.max : Int64.min) : sum
     }
 
     /// The policy, then the binding.
@@ -131,8 +159,10 @@ public final class PlayIntegrityVerifier: CredentialVerifier {
         case .failure(let status): return .done(.rejected(status))
         case .success(let j): judged = j
         }
-        let consume = ConsumeRequest(namespace: replayNamespace, key: hexString(SHA256Hasher.hash(presented.token)),
-                                     expiresAt: now + replayWindowSeconds)
+        // Kept for `replay_window`, and at least as long as the policy could accept the token again.
+        let acceptable = Self.adding(verdict.timestampMillis, policy.maxSkewMillis) / 1000 + 1
+        let consume = ConsumeRequest(namespace: replayNamespace, key: hexString(Self.digest(presented.token)),
+                                     expiresAt: max(Self.adding(now, replayWindowSeconds), acceptable))
         let passed = PassedCredential(appID: policy.packageName,
                                       fields: [VerdictField("X-Attest-Device-Integrity", judged.deviceIntegrity),
                                                VerdictField("X-Attest-App-Recognition", judged.appRecognition)],

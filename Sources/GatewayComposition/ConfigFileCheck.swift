@@ -83,7 +83,9 @@ public enum ConfigFileCheck {
             let keys: Read = { _ = try ConfigFiles.playIntegrityKeys(c, base: base) }
             record(keys)
             if let file = c.serviceAccountFile {
-                let account: Read = { _ = try ConfigFiles.serviceAccount(file, key: base + ".service_account_file") }
+                let account: Read = {
+                    _ = try ConfigFiles.serviceAccount(file, key: base + ".service_account_file", usesTokenURI: c.tokenURL == nil)
+                }
                 record(account)
             }
             if let problem = caFileProblem(c.caFile, path: base + ".ca_file") { problems.append(problem) }

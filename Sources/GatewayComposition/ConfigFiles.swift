@@ -59,14 +59,20 @@ enum ConfigFiles {
         return keys
     }
 
-    /// A Google service account key file (JSON), read now.
-    static func serviceAccount(_ path: String, key: String) throws(ProxyRuntime.StartupError) -> GoogleServiceAccount {
+    /// A Google service account key file (JSON), read now. `usesTokenURI`: no `token_url` is configured, so the
+    /// file's `token_uri` is where the signed assertion (good for an hour) goes: https, or http to loopback only.
+    static func serviceAccount(_ path: String, key: String, usesTokenURI: Bool) throws(ProxyRuntime.StartupError) -> GoogleServiceAccount {
         guard let bytes = try? KeySetSources.file(path: path, maxBytes: 64 * 1024)().body else {
             throw ProxyRuntime.StartupError(key: key, message: "cannot read \(path)")
         }
-        do { return try GoogleServiceAccount.parse(bytes) } catch {
+        let account: GoogleServiceAccount
+        do { account = try GoogleServiceAccount.parse(bytes) } catch {
             throw ProxyRuntime.StartupError(key: key, message: "\(path) is not a service account key file: \(error)")
         }
+        if usesTokenURI, let uri = account.tokenURI, !ConfigValue.isKeyServerURL(uri) {
+            throw ProxyRuntime.StartupError(key: key, message: "\(path): token_uri \(uri) must use https (plain http only for loopback hosts)")
+        }
+        return account
     }
 
     /// The key set of an App Check verifier: from `jwks_file` (read by the first refresh) or `jwks_url` (fetched by

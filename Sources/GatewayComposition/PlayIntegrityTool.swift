@@ -31,6 +31,8 @@ public enum PlayIntegrityTool {
 
     public static func durationMillis(_ text: String) -> Int? { ConfigValue.parseDuration(text) }
 
+    public static func isPackageName(_ text: String) -> Bool { ConfigValue.isPackageName(text) }
+
     /// The gateway's decision on a decoded payload; `skipCertificate`: no digest was given, so the verdict's own are
     /// taken as allowed (the output says the check did not run).
     public static func decide(_ payload: JSONObject, policy: PlayIntegrityPolicy, skipCertificate: Bool, at: Int64,

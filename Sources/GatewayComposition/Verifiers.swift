@@ -116,7 +116,7 @@ enum Verifiers {
         let classic = try ConfigFiles.playIntegrityKeys(c, base: base)
         var google: PlayIntegrityGoogle? = nil
         if let file = c.serviceAccountFile {
-            let account = try ConfigFiles.serviceAccount(file, key: base + ".service_account_file")
+            let account = try ConfigFiles.serviceAccount(file, key: base + ".service_account_file", usesTokenURI: c.tokenURL == nil)
             let client = CurlHTTPClient(caFile: c.caFile)
             let timeout = c.timeoutMillis
             google = PlayIntegrityGoogle(account: account, packageName: c.packageName, apiBaseURL: c.apiBaseURL, tokenURL: c.tokenURL,
@@ -133,11 +133,8 @@ enum Verifiers {
                                          appRecognition: c.appRecognition, minDeviceIntegrity: c.minDeviceIntegrity,
                                          requireLicensed: c.requireLicensed, playProtect: c.playProtect,
                                          maxDeviceActivity: c.maxDeviceActivity, maxSkewMillis: Int64(c.maxSkewMillis))
-        let binding: PlayIntegrityBinding = switch c.binding {
-        case .request: .request(maxSkewSeconds: Int64(c.maxSkewMillis / 1000))
-        case .nonce: .nonce
-        }
+        let binding: PlayIntegrityBinding = c.binding == .nonce ? .nonce : .request
         return PlayIntegrityVerifier(name: name, policy: policy, headerName: c.header, binding: binding, classic: classic, google: google,
-                                     registrationPath: c.registrationPath, replayWindowSeconds: Int64(c.replayWindowMillis / 1000))
+                                     registrationPath: c.registrationPath, replayWindowSeconds: Int64((c.replayWindowMillis + 999) / 1000))
     }
 }

@@ -12,7 +12,7 @@ extension ConfigLoader {
                                         "max_device_activity", "max_skew", "replay_window", "registration_path",
                                         "api_base_url", "token_url", "ca_file", "timeout"])
         var packageName = map.nonEmptyString("package_name", required: true)
-        if let name = packageName, !isPackageName(name) {
+        if let name = packageName, !ConfigValue.isPackageName(name) {
             // It is part of Google's URL and reaches the upstream as X-Attest-App-Id.
             map.report("invalid package name \"\(name)\" (letters, digits, \"_\" and \".\", e.g. com.example.app)", key: "package_name")
             packageName = nil
@@ -37,8 +37,8 @@ extension ConfigLoader {
         let requireLicensed = map.bool("require_licensed")
         let playProtect = labels(map, "play_protect", playProtectVerdicts)
         let maxActivity = label(map, "max_device_activity", playDeviceActivity)
-        let maxSkew = map.duration("max_skew")
-        let replayWindow = map.duration("replay_window")
+        let maxSkew = map.duration("max_skew", max: (86_400_000, "24h"))
+        let replayWindow = map.duration("replay_window", max: (30 * 86_400_000, "720h"))
         let registrationPath = self.registrationPath(map)
         if binding == .nonce && !map.contains("registration_path") {
             map.report("binding: nonce needs registration_path (its challenge endpoint issues the nonces)", key: "binding")
@@ -46,7 +46,7 @@ extension ConfigLoader {
         let apiBase = map.string("api_base_url").flatMap { keyServerURL($0, key: "api_base_url", map) }
         let tokenURL = map.string("token_url").flatMap { keyServerURL($0, key: "token_url", map) }
         let caFile = map.filePath("ca_file")
-        let timeout = map.duration("timeout")
+        let timeout = map.duration("timeout", max: (60_000, "60s"))
 
         guard let packageName, let digests else { return nil }
         var config = PlayIntegrityVerifierConfig(packageName: packageName, certificateSHA256: digests)
@@ -72,14 +72,6 @@ extension ConfigLoader {
         config.caFile = caFile
         if let timeout { config.timeoutMillis = timeout }
         return config
-    }
-
-    /// An Android application id: dot-separated segments of letters, digits and `_`.
-    static func isPackageName(_ text: String) -> Bool {
-        let segments = text.split(separator: ".", omittingEmptySubsequences: false)
-        return text.utf8.count <= 255 && segments.allSatisfy { segment in
-            !segment.isEmpty && segment.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x5F }
-        }
     }
 
     /// `certificate_sha256`: each a SHA-256 digest, base64url (as the verdict's `certificateSha256Digest` carries it,

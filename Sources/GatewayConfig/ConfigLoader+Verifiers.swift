@@ -144,7 +144,7 @@ extension ConfigLoader {
             map.report("invalid url (use https://host[:port]/path)", key: key)
             return nil
         }
-        guard url.scheme == "https" || (url.scheme == "http" && ConfigValue.isLoopback(url.host)) else {
+        guard ConfigValue.isKeyServerURL(text) else {
             map.report("must use https (plain http only for loopback hosts)", key: key)
             return nil
         }

@@ -171,4 +171,19 @@ extension ConfigValue {
         }
         return out
     }
+
+    /// A URL keys, verdicts or credentials travel to or from: https, or plain http to a loopback host (tests,
+    /// sidecars); anywhere else plain http would let a network attacker read or substitute them.
+    public static func isKeyServerURL(_ text: String) -> Bool {
+        guard let url = ConfigURL(text), !url.hasUserInfo else { return false }
+        return url.scheme == "https" || (url.scheme == "http" && isLoopback(url.host))
+    }
+
+    /// An Android application id: dot-separated segments of letters, digits and `_`.
+    public static func isPackageName(_ text: String) -> Bool {
+        let segments = text.split(separator: ".", omittingEmptySubsequences: false)
+        return text.utf8.count <= 255 && segments.allSatisfy { segment in
+            !segment.isEmpty && segment.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x5F }
+        }
+    }
 }

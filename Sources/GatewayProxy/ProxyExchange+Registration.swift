@@ -155,13 +155,29 @@ extension ProxyExchange {
         return (challenge, Array(token.utf8))
     }
 
-    /// The token is decoded (by Google for a standard one) and judged on a worker thread; the challenge is redeemed
-    /// only when it passed, so a forged token cannot burn a challenge.
+    /// The challenge must be live (read, not redeemed: no call to Google for a made-up one); then the token is decoded
+    /// (by Google for a standard one) and judged on a worker thread; the challenge is redeemed only when it passed, so
+    /// a forged token cannot burn a challenge.
     private func verifyPlayIntegrity(_ verifier: PlayIntegrityVerifier, body: [UInt8]) {
         guard let request = Self.parseAndroidAttestRequest(body) else {
             registrationAnswer(.badRegistration(), reason: .malformedToken)
             return
         }
+        guard let state = gen.runtime.state else { return }
+        let now = worker.unixNow()
+        let namespace = verifier.challengeNamespace
+        offLoop(state, "playintegrity_challenge", { store in
+            Result { () throws(StateStoreError) in try store.isIssued(namespace: namespace, key: request.challenge, now: now) }
+        }) { conn, issued in
+            switch issued {
+            case .success(true): conn.decodePlayIntegrity(verifier, request)
+            case .success(false): conn.registrationAnswer(.registrationRejected(.challengeUnknown), reason: .challengeUnknown)
+            case .failure: conn.registrationAnswer(.registrationRejected(.stateUnavailable), reason: .stateUnavailable)
+            }
+        }
+    }
+
+    private func decodePlayIntegrity(_ verifier: PlayIntegrityVerifier, _ request: (challenge: String, token: [UInt8])) {
         let nowMillis = WallClock.unixMillis()
         let now = nowMillis / 1000
         let name = verifier.name

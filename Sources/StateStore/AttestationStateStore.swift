@@ -90,6 +90,9 @@ public protocol AttestationStateStore: Sendable {
     /// Takes back an issued value: true exactly once per issue, and only while it is unexpired (`now` < expiresAt);
     /// false for a value never issued, already redeemed, or expired. Atomic across processes sharing the backend.
     func redeem(namespace: String, key: String, now: Int64) throws(StateStoreError) -> Bool
+    /// Whether `key` is issued in `namespace` and unexpired, without redeeming it (a read: a registration checks it
+    /// before it spends a call to Google on the token).
+    func isIssued(namespace: String, key: String, now: Int64) throws(StateStoreError) -> Bool
 
     /// Whether `key` is recorded in `namespace` (by `consumeOnce`) and unexpired. A read: records nothing.
     func isConsumed(namespace: String, key: String, now: Int64) throws(StateStoreError) -> Bool

@@ -39,6 +39,11 @@ public final class MemoryStateStore: AttestationStateStore {
         return state.withLock { Self.record(issuedKey, expiresAt: expiresAt, now: now, in: &$0.issued) }
     }
 
+    public func isIssued(namespace: String, key: String, now: Int64) throws(StateStoreError) -> Bool {
+        let issuedKey = OneTimeKey(namespace: namespace, key: key)
+        return state.withLock { ($0.issued[issuedKey] ?? Int64.min) > now }
+    }
+
     public func redeem(namespace: String, key: String, now: Int64) throws(StateStoreError) -> Bool {
         let issuedKey = OneTimeKey(namespace: namespace, key: key)
         return state.withLock { state in

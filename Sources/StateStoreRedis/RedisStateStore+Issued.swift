@@ -6,13 +6,22 @@ extension RedisStateStore {
                        what: "issue")
     }
 
+    /// GET: the stored expiry against the caller's `now`, as `redeem` compares it.
+    public func isIssued(namespace: String, key: String, now: Int64) throws(StateStoreError) -> Bool {
+        try Self.isLive(try client.run(RedisCommand("GET", keys.issuedValue(namespace: namespace, key: key))), now: now, what: "isIssued")
+    }
+
     /// GETDEL (Redis ≥ 6.2) takes the value and deletes it in one command, so of several redeemers (threads,
     /// replicas) exactly one gets it back. The stored `expiresAt` is then compared with the caller's `now`, as in
     /// `consumeOnce`: a value Redis has not evicted yet can still be expired. An expired one is deleted all the
     /// same; SQLite keeps it until the sweep, which differs only when replicas' clocks disagree (there a replica
     /// whose clock is behind could still redeem it once; here none can).
     public func redeem(namespace: String, key: String, now: Int64) throws(StateStoreError) -> Bool {
-        let reply = try client.run(RedisCommand("GETDEL", keys.issuedValue(namespace: namespace, key: key)))
+        try Self.isLive(try client.run(RedisCommand("GETDEL", keys.issuedValue(namespace: namespace, key: key))), now: now, what: "redeem")
+    }
+
+    /// An issued value's stored expiry, read from `reply`, against `now`.
+    private static func isLive(_ reply: RedisReply, now: Int64, what: String) throws(StateStoreError) -> Bool {
         switch reply {
         case .null:
             return false
@@ -22,7 +31,7 @@ extension RedisStateStore {
             guard let expiresAt = Int64(String(decoding: bytes, as: UTF8.self)) else { return false }
             return expiresAt > now
         default:
-            throw reply.unexpected("redeem")
+            throw reply.unexpected(what)
         }
     }
 }

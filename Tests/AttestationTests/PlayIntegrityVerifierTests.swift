@@ -5,6 +5,7 @@ import GatewayCrypto
 import JOSE
 import StateStore
 import Synchronization
+import Dispatch
 
 /// Play Integrity's steps driven by hand: classic tokens minted here (JWE A256KW/A256GCM around JWS ES256 with test
 /// keys), Google's answers injected; every new `VerificationStatus` case produced.
@@ -88,14 +89,15 @@ import Synchronization
     static let account = GoogleServiceAccount(clientEmail: "gw@example.iam.gserviceaccount.com", privateKeyID: "k1",
                                               privateKey: try! RSAPrivateKey.generate(), tokenURI: nil)
 
-    func verifier(binding: PlayIntegrityBinding = .request(maxSkewSeconds: 300), google: Google? = nil, classic: Bool = true,
-                  policy: PlayIntegrityPolicy = PlayIntegrityPolicy(packageName: package, certificateDigests: [digest])) -> PlayIntegrityVerifier {
+    func verifier(binding: PlayIntegrityBinding = .request, google: Google? = nil, classic: Bool = true,
+                  policy: PlayIntegrityPolicy = PlayIntegrityPolicy(packageName: package, certificateDigests: [digest]),
+                  maxInFlight: Int = 32, replayWindowSeconds: Int64 = 24 * 3600) -> PlayIntegrityVerifier {
         let g = google.map { script in
             PlayIntegrityGoogle(account: Self.account, packageName: Self.package, apiBaseURL: "https://play.test", tokenURL: "https://oauth.test/token",
-                                retryDelayMillis: 1, post: { url, _, body in script.post(url, body) })
+                                retryDelayMillis: 1, maxInFlight: maxInFlight, post: { url, _, body in script.post(url, body) })
         }
         return PlayIntegrityVerifier(name: "android", policy: policy, binding: binding, classic: classic ? Self.keys : nil, google: g,
-                                     registrationPath: "/.attest/android")
+                                     registrationPath: "/.attest/android", replayWindowSeconds: replayWindowSeconds)
     }
 
     /// Every step run in order against `store`; the step names in `steps`.
@@ -297,6 +299,78 @@ import Synchronization
         down.answers.withLock { $0["token"] = [(400, "{\"error\":\"invalid_grant\"}")] }
         #expect(reason(verifier(google: down), "std-6") == "play_integrity_unavailable")
         #expect(down.count("decode") == 0)
+    }
+
+    @Test func refusedTokensAreRememberedAndSpellingsShareOneKey() throws {
+        let google = Google()
+        let v = verifier(google: google)
+        #expect(reason(v, "junk-token") == "malformed_token")
+        #expect(reason(v, "junk-token") == "malformed_token")
+        #expect(google.count("decode") == 1)                                 // the 400 is remembered: no second call
+        google.decoded.withLock { $0["abc-_x"] = Self.verdict(nonce: nil, requestHash: Self.hash()) }
+        var steps: [String] = []
+        guard case .passed(let a)? = run(v, token: "abc-_x", steps: &steps), case .passed(let b)? = run(v, token: "abc+/x==", steps: &steps),
+              case .once(let ka) = a.consumption, case .once(let kb) = b.consumption else {
+            Issue.record("not passed")
+            return
+        }
+        #expect(ka.key == kb.key)                                            // one replay key for both spellings
+        #expect(google.count("decode") == 2)                                 // and one call: the second came from the cache
+    }
+
+    @Test func aConsumedTokenIsKeptAtLeastWhileThePolicyWouldAcceptIt() throws {
+        var steps: [String] = []
+        let v = verifier(replayWindowSeconds: 1)
+        guard case .passed(let p)? = run(v, token: try Self.classic(), steps: &steps), case .once(let c) = p.consumption else {
+            Issue.record("not passed")
+            return
+        }
+        #expect(c.expiresAt == Self.now + 300 + 1)                           // timestampMillis (now) + max_skew, not now + 1
+    }
+
+    @Test func timestampsBeyondAnyClockAreMalformedNotAnOverflow() throws {
+        let v = verifier(policy: PlayIntegrityPolicy(packageName: Self.package, certificateDigests: [Self.digest], maxSkewMillis: 300_000))
+        #expect(try reason(v, Self.classic(Self.verdict { $0["timestampMillis"] = .number(JSONNumber(Int64.max)) })) == "malformed_token")
+        #expect(try reason(v, Self.classic(Self.verdict { $0["timestampMillis"] = "9223372036854775807" })) == "malformed_token")
+        #expect(PlayIntegrityVerifier.requestHash(method: [], target: [], timestamp: [], bodySHA256: []).utf8.count == 43)
+    }
+
+    @Test func atMostMaxInFlightCallsWaitOnGoogle() throws {
+        let google = Google()
+        let gate = DispatchSemaphore(value: 0), entered = DispatchSemaphore(value: 0)
+        let slow = PlayIntegrityGoogle(account: Self.account, packageName: Self.package, apiBaseURL: "https://play.test",
+                                       tokenURL: "https://oauth.test/token", retryDelayMillis: 1, maxInFlight: 2, post: { url, _, body in
+            if !url.hasSuffix("/token") {
+                entered.signal()
+                gate.wait()
+            }
+            return google.post(url, body)
+        })
+        let group = DispatchGroup()
+        for _ in 0..<2 {
+            DispatchQueue.global().async(group: group) { _ = slow.decode(Array("t".utf8), now: Self.now, log: { _ in }) }
+        }
+        entered.wait()
+        entered.wait()
+        // Both places taken: a third call is refused at once, without a call.
+        #expect(slow.decode(Array("t".utf8), now: Self.now, log: { _ in }).failure == .playIntegrityUnavailable)
+        gate.signal()
+        gate.signal()
+        group.wait()
+        #expect(google.count("decode") == 2)                                 // the third never called
+        google.decoded.withLock { $0["t"] = Self.verdict(nonce: nil, requestHash: Self.hash()) }
+        gate.signal()
+        #expect(slow.decode(Array("t".utf8), now: Self.now, log: { _ in }).isSuccess)   // the places came back
+    }
+
+    @Test func aFailedAccessTokenFetchIsNotRepeatedByEveryCaller() throws {
+        let google = Google()
+        google.answers.withLock { $0["token"] = [(500, ""), (500, "")] }
+        let v = verifier(google: google)
+        #expect(reason(v, "std-7") == "play_integrity_unavailable")
+        #expect(reason(v, "std-8") == "play_integrity_unavailable")
+        #expect(google.count("token") == 2)                                  // one fetch (and its retry), then the backoff
+        #expect(google.count("decode") == 0)
     }
 
     // MARK: registration

@@ -93,6 +93,10 @@ import Foundation
             "gateway.yml:13:19: verifiers.v.package_name: invalid package name \"com.example/app\" (letters, digits, \"_\" and \".\", e.g. com.example.app)",
         ])
         #expect(errors(Self.base + "    registration_rate_limit: {rate: 1/s}").count == 1)
+        // Bounded, so no window or expiry computed from them can overflow.
+        #expect(errors(Self.base + "    max_skew: 25h") == ["gateway.yml:16:15: verifiers.v.max_skew: must be at most 24h"])
+        #expect(errors(Self.base + "    replay_window: 721h") == ["gateway.yml:16:20: verifiers.v.replay_window: must be at most 720h"])
+        #expect(errors(Self.base + "    timeout: 61s") == ["gateway.yml:16:14: verifiers.v.timeout: must be at most 60s"])
     }
 
     @Test func certificateDigestsMustBe32Bytes() {

@@ -18,6 +18,20 @@ extension StateStoreConformance {
         #expect(try store.redeem(namespace: ns, key: "c1", now: t + 3))
     }
 
+    static func isIssuedReadsWithoutRedeeming(_ store: any AttestationStateStore, _ run: Run) throws {
+        let ns = run.name("challenge"), t = run.now
+        #expect(try !store.isIssued(namespace: ns, key: "c", now: t))
+        #expect(try store.issue(namespace: ns, key: "c", expiresAt: t + 10, now: t))
+        #expect(try store.isIssued(namespace: ns, key: "c", now: t + 9))
+        #expect(try store.isIssued(namespace: ns, key: "c", now: t + 9), "reading twice changes nothing")
+        #expect(try !store.isIssued(namespace: ns, key: "c", now: t + 10), "expired at expiry")
+        #expect(try !store.isIssued(namespace: run.name("other"), key: "c", now: t))
+        #expect(try store.redeem(namespace: ns, key: "c", now: t + 1), "still redeemable after the reads")
+        #expect(try !store.isIssued(namespace: ns, key: "c", now: t + 1), "a redeemed value is no longer issued")
+        #expect(try store.consumeOnce(namespace: ns, key: "k", expiresAt: t + 60, now: t))
+        #expect(try !store.isIssued(namespace: ns, key: "k", now: t), "consuming does not issue")
+    }
+
     static func redeemHonoursExpiry(_ store: any AttestationStateStore, _ run: Run) throws {
         let ns = run.name("challenge"), t = run.now
         #expect(try store.issue(namespace: ns, key: "live", expiresAt: t + 10, now: t))

@@ -30,6 +30,7 @@ struct StateStoreConformance {
         case receipts
         case sweepKeepsLiveValues
         case issueThenRedeemOnce
+        case isIssuedReadsWithoutRedeeming
         case redeemHonoursExpiry
         case issueRefusesLiveDuplicate
         case issuedAndConsumedAreSeparate
@@ -72,6 +73,7 @@ struct StateStoreConformance {
         case .receipts: try Self.receipts(store, run)
         case .sweepKeepsLiveValues: try Self.sweepKeepsLiveValues(store, run)
         case .issueThenRedeemOnce: try Self.issueThenRedeemOnce(store, run)
+        case .isIssuedReadsWithoutRedeeming: try Self.isIssuedReadsWithoutRedeeming(store, run)
         case .redeemHonoursExpiry: try Self.redeemHonoursExpiry(store, run)
         case .issueRefusesLiveDuplicate: try Self.issueRefusesLiveDuplicate(store, run)
         case .issuedAndConsumedAreSeparate: try Self.issuedAndConsumedAreSeparate(store, run)

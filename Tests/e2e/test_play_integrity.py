@@ -528,13 +528,14 @@ def test_limited_use_replicas_on_one_redis_agree(module_factory, start_gateway, 
 
 
 @pytest.mark.timeout_s(30)
-def test_replay_window_is_how_long_a_consumed_token_is_kept(env):
-    # android_rw: replay_window 2s on a limited_use route.
+def test_a_short_replay_window_never_lets_a_still_acceptable_token_through_twice(env):
+    # android_rw: replay_window 2s on a limited_use route, max_skew the default 5m. A consumed token is kept for
+    # replay_window, and at least until timestampMillis + max_skew: past the 2 s it is still refused, since the policy
+    # would still accept it (a shorter record would let it through a second time).
     first = call(env, "classic", "/rw/")
     assert first.result == (200, None)
     assert send(env, first.target, first.token, first.ts).result == (401, "token_replayed")
     time.sleep(3.5)
-    assert send(env, first.target, first.token, first.ts).result == (200, None)
     assert send(env, first.target, first.token, first.ts).result == (401, "token_replayed")
 
 
@@ -882,10 +883,12 @@ def test_registration_with_a_standard_token(env):
     # The challenge is redeemed: another valid token for it is refused.
     token2 = env.google.add(verdict(request_hash=challenge_hash(c)))
     assert register(env, attest_body(c, token2)) == (401, "challenge_unknown")
-    # A challenge the gateway never issued.
+    # A challenge the gateway never issued, and a redeemed one: refused before Google is asked (its quota is not
+    # spent on made-up challenges).
     never = b64url(secrets.token_bytes(32))
-    assert register(env, attest_body(never, env.google.add(verdict(request_hash=challenge_hash(never))))) == \
-        (401, "challenge_unknown")
+    token3 = env.google.add(verdict(request_hash=challenge_hash(never)))
+    assert register(env, attest_body(never, token3)) == (401, "challenge_unknown")
+    assert env.google.decode_count(token3) == 0 and env.google.decode_count(token2) == 0
 
 
 def test_registration_with_a_classic_token(env):
@@ -988,6 +991,17 @@ def test_check_config_reads_the_service_account_file(gateway_bin, tmp_path):
             "android": classic_verifier(dec, ver, service_account_file=str(sa_file))}))
         p = run_cli(gateway_bin, "check-config", "--config", str(f))
         results[name] = (p.returncode, p.stdout.decode().strip(), p.stderr.decode())
+    plain = write_service_account(tmp_path / "secrets" / "plain.json", token_uri="http://oauth.example.com/token")
+    for name, extra in (("plain-token-uri", {}), ("plain-but-token-url", {"token_url": "https://127.0.0.1:9/token"})):
+        f = tmp_path / f"{name}.yml"
+        f.write_text(gateway_config(18098, {"up": "http://127.0.0.1:9"}, routes=routes, verifiers={
+            "android": classic_verifier(dec, ver, service_account_file=str(plain.path), **extra)}))
+        p = run_cli(gateway_bin, "check-config", "--config", str(f))
+        results[name] = (p.returncode, p.stdout.decode().strip(), p.stderr.decode())
+    # The signed assertion never goes to a plain-http token_uri; token_url, when set, is the one used (and checked).
+    assert results["plain-token-uri"][0] == 1 and "token_uri http://oauth.example.com/token must use https" in \
+        results["plain-token-uri"][2], results["plain-token-uri"]
+    assert results["plain-but-token-url"][:2] == (0, "ok"), results["plain-but-token-url"]
     assert results["good"][:2] == (0, "ok"), results["good"]
     for name in ("bad", "missing"):
         code, _, err = results[name]
