@@ -1,3 +1,5 @@
+import Foundation
+
 /// Collects errors, warnings and the positions of keys while one file is decoded, and resolves the relative paths
 /// it contains.
 ///
@@ -9,6 +11,9 @@ final class ConfigContext {
     private(set) var warnings: [ConfigWarning] = []
     /// Where each key's value starts, by YAML path (recorded by `MappingReader`).
     private(set) var positions = ConfigPositions()
+    /// Expanded values (from the environment) and the text that named them, longest first: written back into any
+    /// message that would quote one, so no error or warning prints a secret.
+    private var expanded: [(value: String, written: String)] = []
 
     init(file: String, baseDirectory: String) {
         self.file = file
@@ -16,16 +21,40 @@ final class ConfigContext {
     }
 
     func report(_ message: String, at mark: YAMLMark, path: String) {
-        errors.append(ConfigError(file: file, line: mark.line, column: mark.column, path: path, message: message))
+        errors.append(ConfigError(file: file, line: mark.line, column: mark.column, path: path, message: redacted(message)))
     }
 
     func report(_ message: String, at node: YAMLNode, path: String) {
-        report(message, at: node.mark, path: path)
+        report(redacted(message, node: node), at: node.mark, path: path)
     }
 
     /// A warning: valid, but probably not what was meant. Never makes the load fail.
     func warn(_ message: String, at node: YAMLNode, path: String) {
-        warnings.append(ConfigWarning(file: file, line: node.mark.line, column: node.mark.column, path: path, message: message))
+        warnings.append(ConfigWarning(file: file, line: node.mark.line, column: node.mark.column, path: path,
+                                      message: redacted(redacted(message, node: node))))
+    }
+
+    /// Records a value `${…}` expansion produced from `written`.
+    func noteExpanded(_ value: String, from written: String) {
+        guard !value.isEmpty else { return }
+        expanded.append((value, written))
+        expanded.sort { $0.value.count > $1.value.count }
+    }
+
+    /// `message` with the expanded value of `node` (whatever its length) written back as it was written.
+    private func redacted(_ message: String, node: YAMLNode) -> String {
+        guard let written = node.expandedFrom, let value = node.scalarText, !value.isEmpty else { return message }
+        return message.replacingOccurrences(of: value, with: written)
+    }
+
+    /// `message` with every expanded value of 6 characters or more written back (a message about one key may quote
+    /// another's value; shorter ones are left, or "must be at least 1" could turn into a reference).
+    private func redacted(_ message: String) -> String {
+        var out = message
+        for e in expanded where e.value.count >= 6 && out.contains(e.value) {
+            out = out.replacingOccurrences(of: e.value, with: e.written)
+        }
+        return out
     }
 
     /// Records where `path` is written (the first record of a path wins, like the first of duplicate keys).

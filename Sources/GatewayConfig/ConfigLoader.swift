@@ -39,7 +39,9 @@ public enum ConfigLoader {
     }
 
     /// `load(yaml:fileName:baseDirectory:)` with the warnings and key positions.
-    public static func loadDetailed(yaml: String, fileName: String, baseDirectory: String) throws(ConfigErrors) -> LoadedConfiguration {
+    public static func loadDetailed(yaml: String, fileName: String, baseDirectory: String,
+                                    environment: @escaping @Sendable (String) -> String? = ConfigExpansion.process) throws(ConfigErrors)
+        -> LoadedConfiguration {
         let context = ConfigContext(file: fileName, baseDirectory: baseDirectory)
         let root: YAMLNode
         switch YAMLDocument.parse(yaml) {
@@ -50,8 +52,10 @@ public enum ConfigLoader {
             context.report("the file is empty; expected a mapping with \"version: 1\"", at: YAMLMark(line: 1, column: 1), path: "")
             throw ConfigErrors(errors: context.sortedErrors)
         case .success(let node?):
-            root = node
+            root = ConfigExpansion.expand(node, context: context, environment: environment)
         }
+        // A reference that cannot be expanded stops here: decoding its scalar as written would report it again.
+        guard context.errors.isEmpty else { throw ConfigErrors(errors: context.sortedErrors) }
         let configuration = decode(root, context: context)
         guard let configuration, context.errors.isEmpty else {
             throw ConfigErrors(errors: context.sortedErrors, warnings: context.sortedWarnings)

@@ -22,6 +22,8 @@ struct YAMLNode: Sendable, Equatable {
 
     var content: Content
     var mark: YAMLMark
+    /// The scalar as written, when `${…}` expansion changed it (ConfigExpansion).
+    var expandedFrom: String? = nil
 
     /// The scalar text, whatever its style; nil for collections.
     var scalarText: String? {
