@@ -43,6 +43,11 @@ public enum ConfigFileCheck {
         for verifier in config.verifiers {
             problems += verifierProblems(verifier)
         }
+        if config.state.backend == .redis, let path = config.state.passwordFile {
+            do { _ = try StateBackends.redisPassword(path) } catch {
+                problems.append(Problem(path: "state.password_file", message: error.message))
+            }
+        }
         if let path = config.verdictToken?.keyFile, let why = VerdictSigner.keyFileProblem(path) {
             problems.append(Problem(path: "verdict_token.key_file", message: why))
         }

@@ -1,4 +1,6 @@
 import GatewayConfig
+import KeySetCache
+import Observability
 import GatewayProxy
 import StateStore
 import StateStoreRedis
@@ -35,13 +37,37 @@ enum StateBackends {
                 throw ProxyRuntime.StartupError(description: "state.path: cannot open \(config.path): \(error)")
             }
         case .redis:
+            let password = try config.passwordFile.map { path throws(ProxyRuntime.StartupError) in try redisPassword(path) }
             do {
                 let store = try RedisStateStore(url: config.url ?? "redis://127.0.0.1:6379/0", keyPrefix: config.keyPrefix,
-                                                timeoutMillis: config.timeoutMillis)
+                                                timeoutMillis: config.timeoutMillis, username: config.username, password: password,
+                                                onEvent: logRedisEvent)
                 return StateService(store: store, allowWhenUnavailable: allow, sweepIntervalSeconds: nil)
             } catch {
                 throw ProxyRuntime.StartupError(description: "state.url: \(error)")
             }
+        }
+    }
+
+    /// `state.password_file`: its bytes, one trailing newline (`\n` or `\r\n`) stripped; empty is an error.
+    static func redisPassword(_ path: String) throws(ProxyRuntime.StartupError) -> String {
+        guard let bytes = try? KeySetSources.file(path: path, maxBytes: 4096)().body else {
+            throw ProxyRuntime.StartupError(key: "state.password_file", message: "cannot read \(path)")
+        }
+        var text = String(decoding: bytes, as: UTF8.self)
+        if text.hasSuffix("\r\n") { text.removeLast(2) } else if text.hasSuffix("\n") { text.removeLast() }
+        guard !text.isEmpty else { throw ProxyRuntime.StartupError(key: "state.password_file", message: "\(path) is empty") }
+        return text
+    }
+
+    /// Each change of the Redis connection's state, once, with its cause (`WRONGPASS`, `refused`, `timeout` …): a
+    /// wrong password is an error in the log, not a silent 503.
+    static let logRedisEvent: @Sendable (RedisStateStore.Event) -> Void = { event in
+        switch event {
+        case .failed(let error):
+            Logger.error("state store unavailable", ["backend": "redis", "cause": error.label, "error": error.description])
+        case .connected:
+            Logger.info("state store connected", ["backend": "redis"])
         }
     }
 }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The `admin`, `limits` and `state` sections.
 extension ConfigLoader {
     static func decodeAdmin(_ top: MappingReader, listeners: [DecodedListener]) -> AdminConfig? {
@@ -97,7 +99,8 @@ extension ConfigLoader {
         state.path = top.context.resolve(state.path)
         guard let map = top.mapping("state") else { return state }
         // Keys of the other backends are accepted (and checked), so switching backend is a one-line change.
-        map.rejectUnknownKeys(allowed: ["backend", "path", "url", "key_prefix", "timeout", "on_unavailable"])
+        map.rejectUnknownKeys(allowed: ["backend", "path", "url", "key_prefix", "timeout", "on_unavailable", "username",
+                                        "password_file"])
         if let value = map.oneOf("backend", [StateBackendKind.memory, .sqlite, .redis]) { state.backend = value }
         if let value = map.filePath("path") { state.path = value }
         if let url = map.string("url") {
@@ -113,7 +116,22 @@ extension ConfigLoader {
         if let value = map.string("key_prefix") { state.keyPrefix = value }
         if let value = map.duration("timeout") { state.timeoutMillis = value }
         if let value = map.oneOf("on_unavailable", [UnavailablePolicy.reject, .allow]) { state.onUnavailable = value }
+        state.username = map.nonEmptyString("username")
+        state.passwordFile = map.filePath("password_file")
+        if state.passwordFile != nil, let url = state.url, redisURLHasPassword(url) {
+            map.report("the password is in url and in password_file: keep one (password_file keeps it out of gateway.yml)",
+                       key: "password_file")
+        }
         return state
+    }
+
+    /// Whether `redis://user:password@…` carries a non-empty password.
+    static func redisURLHasPassword(_ url: String) -> Bool {
+        guard let scheme = url.range(of: "://") else { return false }
+        let rest = url[scheme.upperBound...]
+        let authority = rest[..<(rest.firstIndex(of: "/") ?? rest.endIndex)]
+        guard let at = authority.lastIndex(of: "@"), let colon = authority[..<at].firstIndex(of: ":") else { return false }
+        return authority.index(after: colon) < at
     }
 
     /// `redis://[user:password@]host:port[/db]` with a numeric db.

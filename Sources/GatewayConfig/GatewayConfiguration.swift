@@ -96,6 +96,10 @@ public struct StateConfig: Sendable, Equatable {
     public var keyPrefix: String = "attest-gateway:"
     public var timeoutMillis: Int = 250
     public var onUnavailable: UnavailablePolicy = .reject
+    /// `username`: the Redis ACL user (instead of, or overriding, the URL's).
+    public var username: String?
+    /// `password_file`: the Redis password, read at start-up (one trailing newline stripped), instead of the URL's.
+    public var passwordFile: String?
     public init() {}
 }
 

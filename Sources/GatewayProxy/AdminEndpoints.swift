@@ -1,5 +1,6 @@
 public import GatewayPosix
 import HTTP1
+import Observability
 import StateStore
 
 /// What the admin listener reads: the running configuration's verifiers and state store (they change on reload)
@@ -37,11 +38,16 @@ final class AdminHandler: SmallHTTPHandler {
         case "/readyz":
             let runtime = sources.runtime()
             var waiting = runtime.verifiers.keySetsNotReady.map { "\"jwks:\($0)\"" }
+            var stateError = ""
             if let state = runtime.state {
-                do { try state.store.ping() } catch { waiting.append("\"state\"") }
+                do { try state.store.ping() } catch {
+                    waiting.append("\"state\"")
+                    // Why, for whoever is looking (the admin listener is the operator's): the cause and the error.
+                    stateError = ",\"state_error\":{\"cause\":\(JSONText.quoted(error.label)),\"detail\":\(JSONText.quoted(error.description))}"
+                }
             }
             if waiting.isEmpty { return Self.json(200, "{\"ready\":true}") }
-            return Self.json(503, "{\"ready\":false,\"waiting_for\":[\(waiting.joined(separator: ","))]}")
+            return Self.json(503, "{\"ready\":false,\"waiting_for\":[\(waiting.joined(separator: ","))]\(stateError)}")
         case "/jwks":
             guard let verdict = sources.runtime().verdict else { return Self.json(404, "{\"error\":\"not_found\"}") }
             return Self.json(200, verdict.jwks)

@@ -63,7 +63,7 @@ public final class StateService: Sendable {
             let started = MonotonicClock.nowMicros()
             let outcome = work(store)
             var failure: String? = nil
-            if case .failure(let e) = outcome { failure = e.kind.rawValue }
+            if case .failure(let e) = outcome { failure = e.label }
             ProcessMetrics.shared.stateOperation(op, micros: MonotonicClock.nowMicros() &- started, error: failure)
             let result = LoopBound(value: outcome)
             loop.execute { bound.value.1(bound.value.0, result.value) }
@@ -105,7 +105,7 @@ public final class StateService: Sendable {
         let started = MonotonicClock.nowMicros()
         let results = store.consumeOnce(batch: consumes.map(\.request), now: now)
         var failure: String? = nil
-        for case .failure(let e) in results { failure = e.kind.rawValue; break }
+        for case .failure(let e) in results { failure = e.label; break }
         ProcessMetrics.shared.stateOperation("consume_batch", micros: MonotonicClock.nowMicros() &- started, error: failure)
         for (item, result) in zip(consumes, results) { item.deliver(result) }
     }

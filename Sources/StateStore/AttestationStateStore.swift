@@ -4,10 +4,17 @@ public struct StateStoreError: Error, Sendable, Equatable, CustomStringConvertib
     public enum Kind: String, Sendable, Equatable { case unavailable, timeout, invalid }
     public let kind: Kind
     public let description: String
-    public init(_ kind: Kind, _ description: String) {
+    /// Why, as a short label for logs, `/readyz` and the error metric (`wrongpass`, `noauth`, `refused`, `timeout`,
+    /// `readonly` …), when the backend can tell; nil: `kind` says all there is.
+    public let cause: String?
+    public init(_ kind: Kind, _ description: String, cause: String? = nil) {
         self.kind = kind
         self.description = description
+        self.cause = cause
     }
+
+    /// The metric label: the cause when known, else the kind.
+    public var label: String { cause ?? kind.rawValue }
 }
 
 /// An App Attest key as registered: stored forever (or until revoked), its counter only ever increases.

@@ -10,6 +10,9 @@ final class RedisClient: Sendable {
     private struct Locked {
         var machine = RedisReconnectStateMachine()
         var connection: RedisConnection?
+        /// The last failure's error (nil once a connect succeeds): what fail-fast answers repeat, and how a change of
+        /// state is told apart from the same failure again.
+        var lastFailure: StateStoreError?
         /// SHA-1 of each `RedisScript` as `SCRIPT LOAD` returned it (nil until first use).
         var scriptSHAs = [String?](repeating: nil, count: RedisScript.all.count)
     }
@@ -17,10 +20,12 @@ final class RedisClient: Sendable {
     let endpoint: RedisEndpoint
     let timeoutMillis: Int
     private let locked = AnnotatedMutex(Locked())
+    private let onEvent: @Sendable (RedisStateStore.Event) -> Void
 
-    init(endpoint: RedisEndpoint, timeoutMillis: Int) {
+    init(endpoint: RedisEndpoint, timeoutMillis: Int, onEvent: @escaping @Sendable (RedisStateStore.Event) -> Void = { _ in }) {
         self.endpoint = endpoint
         self.timeoutMillis = max(timeoutMillis, 1)
+        self.onEvent = onEvent
     }
 
     /// Runs one command; error replies come back as `.error`, connection failures are thrown.
@@ -75,14 +80,21 @@ final class RedisClient: Sendable {
             _ = try deadline.remainingMillis(doing: "lock wait")
             switch s.machine.beginCall(nowMillis: MonotonicClock.nowMillis()) {
             case .failFast(let retryIn):
-                throw StateStoreError(.unavailable, "redis \(endpoint): unreachable, next attempt in \(retryIn) ms")
+                let last = s.lastFailure
+                throw StateStoreError(.unavailable, "redis \(endpoint): unavailable (\(last?.description ?? "no connection")), "
+                                      + "next attempt in \(retryIn) ms", cause: last?.cause)
             case .connect:
                 s.connection = nil
                 do throws(StateStoreError) {
                     s.connection = try RedisConnection(endpoint: endpoint, deadline: deadline)
                     s.machine.connectSucceeded()
+                    if s.lastFailure != nil {
+                        s.lastFailure = nil
+                        onEvent(.connected)
+                    }
                 } catch {
                     s.machine.failed(nowMillis: MonotonicClock.nowMillis())
+                    note(error, &s)
                     throw error
                 }
             case .useConnection:
@@ -97,8 +109,16 @@ final class RedisClient: Sendable {
             } catch {
                 s.connection = nil
                 s.machine.failed(nowMillis: MonotonicClock.nowMillis())
+                note(error, &s)
                 throw error
             }
         }
+    }
+
+    /// Records a failure; tells `onEvent` once per change of cause (not on every failed retry).
+    private func note(_ error: StateStoreError, _ s: inout Locked) {
+        let changed = s.lastFailure?.label != error.label
+        s.lastFailure = error
+        if changed { onEvent(.failed(error)) }
     }
 }

@@ -76,9 +76,10 @@ final class RedisConnection {
         // hiredis reports a socket timeout as an I/O error carrying strerror(EAGAIN or ETIMEDOUT).
         let looksTimedOut = message.contains("timed out") || message.contains("temporarily unavailable")
         if chiredis_err(context) == REDIS_ERR_IO && (timedOut || looksTimedOut) {
-            return StateStoreError(.timeout, "redis \(what): timed out (\(message))")
+            return StateStoreError(.timeout, "redis \(what): timed out (\(message))", cause: "timeout")
         }
-        return StateStoreError(.unavailable, "redis \(what): \(message.isEmpty ? "connection lost" : message)")
+        let cause = message.contains("refused") ? "refused" : message.isEmpty || chiredis_err(context) == REDIS_ERR_EOF ? "connection_lost" : "io"
+        return StateStoreError(.unavailable, "redis \(what): \(message.isEmpty ? "connection lost" : message)", cause: cause)
     }
 
     private func expectOK(_ reply: RedisReply, _ what: String) throws(StateStoreError) {

@@ -50,8 +50,17 @@ enum RedisReply: Sendable, Equatable {
 
     /// The error a reply of the wrong shape becomes: the backend misbehaved, so `.unavailable`, never a crash.
     func unexpected(_ command: String) -> StateStoreError {
-        if case .error(let message) = self { return StateStoreError(.unavailable, "redis \(command): \(message)") }
+        if case .error(let message) = self {
+            return StateStoreError(.unavailable, "redis \(command): \(message)", cause: Self.errorCode(message))
+        }
         return StateStoreError(.unavailable, "redis \(command): unexpected reply \(shape)")
+    }
+
+    /// The error code a Redis error reply starts with (`WRONGPASS`, `NOAUTH`, `READONLY`, `NOPERM`, `LOADING` …),
+    /// lower-cased; `error` when it starts with none.
+    static func errorCode(_ message: String) -> String {
+        let word = message.prefix { $0 != " " }
+        return !word.isEmpty && word.count <= 20 && word.allSatisfy({ $0.isASCII && $0.isUppercase }) ? word.lowercased() : "error"
     }
 
     private var shape: String {

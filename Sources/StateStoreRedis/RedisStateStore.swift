@@ -23,10 +23,24 @@ public final class RedisStateStore: AttestationStateStore {
     ///   - keyPrefix: prepended to every key (`state.key_prefix`), so several gateways may share one Redis.
     ///   - timeoutMillis: bounds each operation, connecting and lock waits included (`state.timeout`).
     /// - Throws: `.invalid` for a malformed URL or a non-positive timeout; never touches the network.
-    public init(url: String, keyPrefix: String, timeoutMillis: Int) throws(StateStoreError) {
+    ///   - username, password: override the URL's (`state.username`, `state.password_file`).
+    ///   - onEvent: told of each change of the connection's state (a failure with its cause, a recovery), once.
+    public init(url: String, keyPrefix: String, timeoutMillis: Int, username: String? = nil, password: String? = nil,
+                onEvent: @escaping @Sendable (Event) -> Void = { _ in }) throws(StateStoreError) {
         guard timeoutMillis > 0 else { throw StateStoreError(.invalid, "state.timeout must be positive") }
-        client = RedisClient(endpoint: try RedisEndpoint(parsing: url), timeoutMillis: timeoutMillis)
+        var endpoint = try RedisEndpoint(parsing: url)
+        if let username { endpoint.user = username }
+        if let password { endpoint.password = password }
+        client = RedisClient(endpoint: endpoint, timeoutMillis: timeoutMillis, onEvent: onEvent)
         keys = RedisKeySpace(prefix: keyPrefix)
+    }
+
+    /// A change of the connection's state.
+    public enum Event: Sendable {
+        /// Connecting, authenticating or a call failed, for a cause other than the last one's (`error.cause`).
+        case failed(StateStoreError)
+        /// Connected again after a failure.
+        case connected
     }
 
     /// One-time values live at most this long in Redis, whatever `expiresAt` says (PX must stay in range).
