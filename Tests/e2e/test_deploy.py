@@ -17,6 +17,7 @@ Needs PyYAML (`scripts/install-deps.sh test` installs it). Nothing is built or s
 from __future__ import annotations
 
 import base64
+import os
 import json
 import re
 import shutil
@@ -114,6 +115,23 @@ def _mounted_file(path: str, container: dict, pod: dict, sources: dict) -> str:
     raise AssertionError(f"nothing mounted at {path} in container {container['name']}")
 
 
+def _container_environment(container: dict, sources: dict) -> dict[str, str]:
+    """The variables Kubernetes sets in `container` from its `env` (a `value`, or a `secretKeyRef` /
+    `configMapKeyRef` to a Secret or ConfigMap defined in the same file)."""
+    out = {}
+    for e in container.get("env", []):
+        if "value" in e:
+            out[e["name"]] = str(e["value"])
+            continue
+        ref = e.get("valueFrom", {})
+        for key, kind in (("secretKeyRef", "Secret"), ("configMapKeyRef", "ConfigMap")):
+            if key in ref:
+                source = sources.get((kind, ref[key]["name"]))
+                assert source is not None and ref[key]["key"] in source, f"{container['name']}: {e['name']} names no {kind} key"
+                out[e["name"]] = source[ref[key]["key"]]
+    return out
+
+
 def _gateways(path: Path):
     """(owner, pod metadata, pod spec, gateway container, parsed gateway.yml, its text) for each gateway in path."""
     docs = _documents(path)
@@ -124,6 +142,7 @@ def _gateways(path: Path):
                 args = c.get("args", [])
                 assert args[:1] == ["serve"], f"{c['name']}: args should start with serve: {args}"
                 text = _mounted_file(_arg(args, "--config"), c, pod, sources)
+                c["_environment"] = _container_environment(c, sources)
                 yield owner, meta, pod, c, yaml.safe_load(text), text
 
 
@@ -174,7 +193,10 @@ def test_gateway_config_passes_check_config(path, gateway_bin, tmp_path):
         conf = tmp_path / f"{owner['metadata']['name']}-{c['name']}" / "gateway.yml"
         conf.parent.mkdir()
         conf.write_text(text)   # check-config resolves the paths the file names but opens none of them
-        p = run_cli(gateway_bin, "check-config", "--config", str(conf))
+        # With the container's environment as Kubernetes sets it (state.url may name ${REDIS_PASSWORD} from a Secret).
+        environment = {k: v for k, v in os.environ.items() if k not in c["_environment"]} | c["_environment"]
+        p = subprocess.run([gateway_bin, "check-config", "--config", str(conf)], capture_output=True, timeout=20,
+                           stdin=subprocess.DEVNULL, env=environment)
         out = (p.stdout + p.stderr).decode("utf-8", "replace")
         assert p.returncode == 0 and p.stdout.decode().strip() == "ok", f"{path.name}: {out}"
     if path.parent.name == "kubernetes":
@@ -222,6 +244,11 @@ def test_gateway_state_is_writable_and_shared_between_replicas(path):
             directory = str(PurePosixPath(state.get("path", "data/state.db")).parent)
             writable = {m["mountPath"] for m in c.get("volumeMounts", []) if not m.get("readOnly")}
             assert directory in writable, f"{where}: state.path's folder {directory} is not a writable volume"
+        # A password belongs in a Secret: never written into a gateway.yml that a ConfigMap carries.
+        url = state.get("url", "")
+        if "@" in url and ":" in url.split("//", 1)[-1].split("@", 1)[0]:
+            password = url.split("//", 1)[-1].split("@", 1)[0].split(":", 1)[1]
+            assert password.startswith("${") and password.endswith("}"), f"{where}: the Redis password is written in gateway.yml"
         needs_state = any(r.get("limited_use") for r in cfg.get("routes", [])) or any(
             v.get("type") == "app_attest" for v in (cfg.get("verifiers") or {}).values())
         if needs_state and owner.get("spec", {}).get("replicas", 1) > 1:
