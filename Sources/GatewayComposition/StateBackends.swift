@@ -41,7 +41,7 @@ enum StateBackends {
             do {
                 let store = try RedisStateStore(url: config.url ?? "redis://127.0.0.1:6379/0", keyPrefix: config.keyPrefix,
                                                 timeoutMillis: config.timeoutMillis, username: config.username, password: password,
-                                                onEvent: logRedisEvent)
+                                                waitReplicas: config.waitReplicas, onEvent: logRedisEvent)
                 return StateService(store: store, allowWhenUnavailable: allow, sweepIntervalSeconds: nil)
             } catch {
                 throw ProxyRuntime.StartupError(description: "state.url: \(error)")

@@ -100,7 +100,7 @@ extension ConfigLoader {
         guard let map = top.mapping("state") else { return state }
         // Keys of the other backends are accepted (and checked), so switching backend is a one-line change.
         map.rejectUnknownKeys(allowed: ["backend", "path", "url", "key_prefix", "timeout", "on_unavailable", "username",
-                                        "password_file"])
+                                        "password_file", "wait_replicas"])
         if let value = map.oneOf("backend", [StateBackendKind.memory, .sqlite, .redis]) { state.backend = value }
         if let value = map.filePath("path") { state.path = value }
         if let url = map.string("url") {
@@ -118,6 +118,7 @@ extension ConfigLoader {
         if let value = map.oneOf("on_unavailable", [UnavailablePolicy.reject, .allow]) { state.onUnavailable = value }
         state.username = map.nonEmptyString("username")
         state.passwordFile = map.filePath("password_file")
+        if let n = map.int("wait_replicas", min: 0, max: 100) { state.waitReplicas = n }
         if state.passwordFile != nil, let url = state.url, redisURLHasPassword(url) {
             map.report("the password is in url and in password_file: keep one (password_file keeps it out of gateway.yml)",
                        key: "password_file")

@@ -100,6 +100,8 @@ public struct StateConfig: Sendable, Equatable {
     public var username: String?
     /// `password_file`: the Redis password, read at start-up (one trailing newline stripped), instead of the URL's.
     public var passwordFile: String?
+    /// `wait_replicas`: after each write, `WAIT` for this many Redis replicas within `timeout` (0: do not wait).
+    public var waitReplicas: Int = 0
     public init() {}
 }
 

@@ -19,25 +19,49 @@ final class RedisClient: Sendable {
 
     let endpoint: RedisEndpoint
     let timeoutMillis: Int
+    /// `state.wait_replicas`: after a write, `WAIT` for this many replicas within what is left of the operation's
+    /// budget; fewer is a failure (the write happened on the master, but a failover could lose it).
+    let waitReplicas: Int
     private let locked = AnnotatedMutex(Locked())
     private let onEvent: @Sendable (RedisStateStore.Event) -> Void
 
-    init(endpoint: RedisEndpoint, timeoutMillis: Int, onEvent: @escaping @Sendable (RedisStateStore.Event) -> Void = { _ in }) {
+    init(endpoint: RedisEndpoint, timeoutMillis: Int, waitReplicas: Int = 0,
+         onEvent: @escaping @Sendable (RedisStateStore.Event) -> Void = { _ in }) {
         self.endpoint = endpoint
         self.timeoutMillis = max(timeoutMillis, 1)
+        self.waitReplicas = max(waitReplicas, 0)
         self.onEvent = onEvent
     }
 
-    /// Runs one command; error replies come back as `.error`, connection failures are thrown.
-    func run(_ command: RedisCommand) throws(StateStoreError) -> RedisReply {
+    /// Runs one command; error replies come back as `.error`, connection failures are thrown. `write`: the command
+    /// changes data, so `wait_replicas` applies to it.
+    func run(_ command: RedisCommand, write: Bool = false) throws(StateStoreError) -> RedisReply {
         let deadline = RedisDeadline(timeoutMillis: timeoutMillis)
         return try withConnection(deadline) { (connection) throws(StateStoreError) -> RedisReply in
-            try connection.run(command, deadline: deadline)
+            let reply = try connection.run(command, deadline: deadline)
+            if write { try awaitReplicas(connection, deadline, after: reply) }
+            return reply
+        }
+    }
+
+    /// `WAIT n t` on the connection that wrote, unless the write itself failed (an error reply).
+    private func awaitReplicas(_ connection: RedisConnection, _ deadline: RedisDeadline, after reply: RedisReply) throws(StateStoreError) {
+        guard waitReplicas > 0 else { return }
+        if case .error = reply { return }
+        // Less than the socket's own timeout (the whole remaining budget), so WAIT answers before the read gives up.
+        let budget = try deadline.remainingMillis(doing: "WAIT")
+        let waitMillis = max(budget * 3 / 4, 1)
+        let acknowledged = try connection.run(RedisCommand("WAIT", String(waitReplicas), String(waitMillis)), deadline: deadline)
+        guard case .integer(let n) = acknowledged else { throw acknowledged.unexpected("WAIT") }
+        guard n >= waitReplicas else {
+            throw StateStoreError(.unavailable, "redis \(endpoint): \(n) of \(waitReplicas) replicas acknowledged the write within "
+                                  + "\(waitMillis) ms (state.wait_replicas)", cause: "wait_replicas")
         }
     }
 
     /// Runs `script` with the keys and arguments `appendArguments` adds after the script reference (numkeys first).
-    func eval(_ script: RedisScript, _ appendArguments: (inout RedisCommand) -> Void)
+    /// Every script the store runs writes, except reads marked `write: false`.
+    func eval(_ script: RedisScript, write: Bool = true, _ appendArguments: (inout RedisCommand) -> Void)
         throws(StateStoreError) -> RedisReply {
         let deadline = RedisDeadline(timeoutMillis: timeoutMillis)
         return try withConnection(deadline) { (connection, shas) throws(StateStoreError) -> RedisReply in
@@ -53,12 +77,15 @@ final class RedisClient: Sendable {
             var evalsha = RedisCommand("EVALSHA")
             evalsha.append(sha)
             appendArguments(&evalsha)
-            let reply = try connection.run(evalsha, deadline: deadline)
-            guard case .error(let message) = reply, message.hasPrefix("NOSCRIPT") else { return reply }
-            var evalCommand = RedisCommand("EVAL", capacity: script.source.utf8.count + 128)
-            evalCommand.append(script.source)
-            appendArguments(&evalCommand)
-            return try connection.run(evalCommand, deadline: deadline)
+            var reply = try connection.run(evalsha, deadline: deadline)
+            if case .error(let message) = reply, message.hasPrefix("NOSCRIPT") {
+                var evalCommand = RedisCommand("EVAL", capacity: script.source.utf8.count + 128)
+                evalCommand.append(script.source)
+                appendArguments(&evalCommand)
+                reply = try connection.run(evalCommand, deadline: deadline)
+            }
+            if write { try awaitReplicas(connection, deadline, after: reply) }
+            return reply
         }
     }
 

@@ -17,7 +17,8 @@ extension RedisStateStore {
     /// same; SQLite keeps it until the sweep, which differs only when replicas' clocks disagree (there a replica
     /// whose clock is behind could still redeem it once; here none can).
     public func redeem(namespace: String, key: String, now: Int64) throws(StateStoreError) -> Bool {
-        try Self.isLive(try client.run(RedisCommand("GETDEL", keys.issuedValue(namespace: namespace, key: key))), now: now, what: "redeem")
+        try Self.isLive(try client.run(RedisCommand("GETDEL", keys.issuedValue(namespace: namespace, key: key)), write: true), now: now,
+                        what: "redeem")
     }
 
     /// An issued value's stored expiry, read from `reply`, against `now`.

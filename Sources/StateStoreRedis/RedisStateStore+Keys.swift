@@ -22,7 +22,7 @@ extension RedisStateStore {
     public func keys(appID: String) throws(StateStoreError) -> [AttestedKeyRecord] {
         let appList = keys.app(appID)
         let prefix = keys.attestedKeyPrefix
-        let reply = try client.eval(RedisScript.keysForApp) { c in
+        let reply = try client.eval(RedisScript.keysForApp, write: false) { c in
             c.append("1")
             c.append(appList)
             c.append(prefix)

@@ -25,13 +25,14 @@ public final class RedisStateStore: AttestationStateStore {
     /// - Throws: `.invalid` for a malformed URL or a non-positive timeout; never touches the network.
     ///   - username, password: override the URL's (`state.username`, `state.password_file`).
     ///   - onEvent: told of each change of the connection's state (a failure with its cause, a recovery), once.
+    ///   - waitReplicas: `state.wait_replicas` (see `RedisClient.waitReplicas`).
     public init(url: String, keyPrefix: String, timeoutMillis: Int, username: String? = nil, password: String? = nil,
-                onEvent: @escaping @Sendable (Event) -> Void = { _ in }) throws(StateStoreError) {
+                waitReplicas: Int = 0, onEvent: @escaping @Sendable (Event) -> Void = { _ in }) throws(StateStoreError) {
         guard timeoutMillis > 0 else { throw StateStoreError(.invalid, "state.timeout must be positive") }
         var endpoint = try RedisEndpoint(parsing: url)
         if let username { endpoint.user = username }
         if let password { endpoint.password = password }
-        client = RedisClient(endpoint: endpoint, timeoutMillis: timeoutMillis, onEvent: onEvent)
+        client = RedisClient(endpoint: endpoint, timeoutMillis: timeoutMillis, waitReplicas: waitReplicas, onEvent: onEvent)
         keys = RedisKeySpace(prefix: keyPrefix)
     }
 

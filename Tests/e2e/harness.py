@@ -374,8 +374,10 @@ class RedisServer:
     ``stop()`` kills it (by its process group id); ``start()`` starts it again on the same port.
     ``persistent=True``: ``--appendonly yes --appendfsync always`` instead, so an acknowledged write survives a kill."""
 
-    def __init__(self, workdir: Path, port: int | None = None, binary: str | None = None, persistent: bool = False):
+    def __init__(self, workdir: Path, port: int | None = None, binary: str | None = None, persistent: bool = False,
+                 extra_args: tuple = ()):
         self.persistent = persistent
+        self.extra_args = tuple(extra_args)
         self.binary = binary or REDIS_SERVER_BIN
         if not self.binary:
             raise RuntimeError("redis-server not found (set REDIS_SERVER or install redis-server)")
@@ -397,7 +399,7 @@ class RedisServer:
         self.proc = subprocess.Popen(
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
              *(["--appendonly", "yes", "--appendfsync", "always"] if self.persistent else ["--appendonly", "no"]),
-             "--dir", str(self.dir)],
+             "--dir", str(self.dir), *self.extra_args],
             stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(self.dir),
             start_new_session=True)
         deadline = time.monotonic() + timeout
@@ -414,6 +416,10 @@ class RedisServer:
         tail = self.log_path.read_bytes()[-2000:].decode("utf-8", "replace")
         self.stop()
         raise RuntimeError(f"redis-server did not answer PING on {self.port} ({last!r})\n{tail}")
+
+    def close(self) -> None:
+        """What the test factories call at teardown."""
+        self.stop()
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -467,3 +473,16 @@ def _resp_read(r):
         n = int(rest)
         return None if n < 0 else [_resp_read(r) for _ in range(n)]
     raise ValueError(f"redis: unexpected reply {line[:50]!r}")
+
+
+def log_records(path: Path, message: str) -> list[dict]:
+    """The gateway's operational log lines (JSON on standard error) whose `msg` is `message`, in order."""
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(doc, dict) and doc.get("msg") == message:
+            out.append(doc)
+    return out

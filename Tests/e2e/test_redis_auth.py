@@ -13,7 +13,8 @@ from types import SimpleNamespace
 import pytest
 
 import upstreams as U
-from harness import app_check_verifier, free_port, gateway_config, http_get, run_cli, wait_gateway_accepts
+from harness import (app_check_verifier, free_port, gateway_config, http_get, log_records, run_cli,
+                     wait_gateway_accepts)
 
 H = "X-Firebase-AppCheck"
 USER, RIGHT = "gw-test", "right-pass-" + secrets.token_hex(4)
@@ -54,15 +55,7 @@ def admin_get(gw, path: str) -> tuple[int, bytes]:
 
 
 def log_lines(gw, message: str) -> list[dict]:
-    out = []
-    for line in gw.stderr_path.read_text().splitlines():
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            continue
-        if doc.get("msg") == message or doc.get("message") == message:
-            out.append(doc)
-    return out
+    return log_records(gw.stderr_path, message)
 
 
 def test_a_wrong_password_is_logged_once_with_its_cause_and_named_by_readyz(env, start_gateway, start_upstream, tmp_path):
