@@ -12,5 +12,7 @@ public struct PosixError: Error, Sendable, CustomStringConvertible {
         self.code = code
     }
 
-    public var description: String { "\(call): \(String(cString: strerror(code)))" }
+    /// `call: strerror(code)`; a failure that is not an errno (`code` 0: a resolver error, whose text `call` already
+    /// carries) is `call` alone, never "…: Success".
+    public var description: String { code == 0 ? call : "\(call): \(String(cString: strerror(code)))" }
 }

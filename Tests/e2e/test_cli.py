@@ -388,3 +388,15 @@ def test_serve_logs_configuration_warnings_once_at_start(start_gateway, free_por
     assert warns[0]["level"] == "warn"
     assert re.match(r".*gateway\.yml:\d+:\d+: routes\[0\]\.match\.path_prefix: warning: path_prefix \"/api\" also matches",
                     warns[0]["warning"]), warns[0]
+
+
+def test_an_unresolvable_upstream_is_reported_without_a_bogus_errno(gateway_bin, tmp_path):
+    """A resolver failure is not an errno: the message says what the resolver said, not '…: Success'."""
+    cfg = tmp_path / "gateway.yml"
+    cfg.write_text('version: 1\nlisteners: [{address: "127.0.0.1:18556"}]\n'
+                   'upstreams: {api: {url: "http://no-such-host.invalid:80"}}\n'
+                   'routes:\n  - {match: {path_prefix: /}, upstream: api}\n')
+    p = run_cli(gateway_bin, "serve", "--config", str(cfg), timeout=20)
+    err = p.stderr.decode()
+    assert p.returncode == 1 and "upstreams.api.url" in err and "no-such-host.invalid" in err, err
+    assert "Success" not in err, err
