@@ -107,15 +107,7 @@ enum DevPlayIntegrityCommand {
     }
 
     private static func read(_ path: String) throws -> String {
-        guard let file = fopen(path, "r") else { throw DevFileError(description: "cannot read \(path)") }
-        defer { fclose(file) }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = fread(&buffer, 1, buffer.count, file)
-            if n == 0 { break }
-            bytes += buffer[..<n]
-        }
+        guard let bytes = SmallFile.read(path) else { throw DevFileError(description: "cannot read \(path)") }
         return String(decoding: bytes, as: UTF8.self).trimmingWhitespace()
     }
 

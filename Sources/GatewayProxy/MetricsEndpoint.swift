@@ -32,8 +32,9 @@ public enum MetricsEndpoint {
             case .absent: "absent"
             }
             let name = names.name(verifier)
+            // A verified or absent result has no reason: no `reason=""` label either.
             out.sample("attest_gateway_verifications_total",
-                       [("verifier", name), ("result", result), ("reason", reason?.code ?? "")], n)
+                       [("verifier", name), ("result", result)] + (reason.map { [("reason", $0.code)] } ?? []), n)
             if reason == .tokenReplayed || reason == .counterNotIncreasing || reason == .challengeUnknown {
                 replays[name, default: 0] &+= n
             }
@@ -79,6 +80,7 @@ public enum MetricsEndpoint {
         out.family("attest_gateway_active_connections", "gauge", "Open client connections.")
         out.sample("attest_gateway_active_connections", [], UInt64(max(0, budget.current)))
         ProcessMetrics.shared.render(into: &out)
+        ProcessStats.render(into: &out)
         return out.text
     }
 

@@ -62,3 +62,26 @@ def test_readyz_is_ready_once_keys_loaded(start_gateway, start_upstream, start_d
             pass
         time.sleep(0.1)
     assert last == (200, {"ready": True})
+
+
+def test_metrics_carry_build_info_process_families_and_no_empty_reason(start_gateway, start_upstream, start_dev_issuer):
+    up, iss = start_upstream(), start_dev_issuer()
+    gport, aport = free_port(), free_port()
+    gw = start_gateway(_config_with_admin(gport, aport, up.url, iss.jwks_url))
+    H.wait_gateway_accepts(gw.port, "/x", "X-Firebase-AppCheck", iss.token())
+    with _NO_PROXY.open(f"http://127.0.0.1:{aport}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            values[name] = float(value)
+    build = [v for k, v in values.items() if k.startswith('attest_gateway_build_info{version="')]
+    assert build == [1], text
+    assert values["process_resident_memory_bytes"] > 1 << 20
+    assert 3 <= values["process_open_fds"] < values["process_max_fds"]
+    assert values["process_cpu_seconds_total"] > 0
+    assert abs(values["process_start_time_seconds"] - time.time()) < 120
+    # A verified result has no reason, and no empty reason label stands in for it.
+    assert 'reason=""' not in text
+    assert any(k.startswith('attest_gateway_verifications_total{verifier="fb",result="verified"}') for k in values), text
