@@ -87,8 +87,11 @@ enum ServeCommand {
                 let address = try SocketAddress.resolve(host: a.address.host, port: a.address.port)
                 let loops = workers
                 let sources = AdminSources(runtime: { current.get() },
-                                           metrics: { MetricsEndpoint.render(workers: loops, budget: budget,
-                                                                                     upstreams: current.get().upstreams) })
+                                           metrics: {
+                                               let runtime = current.get()
+                                               return MetricsEndpoint.render(workers: loops, budget: budget, upstreams: runtime.upstreams,
+                                                                             keySets: runtime.verifiers.keySets)
+                                           })
                 admin = try SmallHTTPServer.admin(address: address, sources: sources)
                 Logger.info("admin listening", ["address": address.description, "endpoints": "/healthz /readyz /metrics"])
             } catch {

@@ -1,6 +1,8 @@
 import Attestation
 import Dispatch
 import GatewayCore
+public import JOSE
+public import KeySetCache
 import Observability
 import GatewayPosix
 
@@ -8,7 +10,8 @@ import GatewayPosix
 /// the process-wide families, in Prometheus text format. Labels are configuration names and reason codes only —
 /// never a token, key or request detail.
 public enum MetricsEndpoint {
-    public static func render(workers: [ProxyWorker], budget: ConnectionBudget, upstreams: [UpstreamTarget] = []) -> String {
+    public static func render(workers: [ProxyWorker], budget: ConnectionBudget, upstreams: [UpstreamTarget] = [],
+                              keySets: [String: KeySetCache<JWKS>] = [:]) -> String {
         var total = LoopMetricsSnapshot()
         for w in workers { if let s = snapshot(w) { total.merge(s) } }
         let names = MetricNames.shared
@@ -75,6 +78,18 @@ public enum MetricsEndpoint {
             out.family("attest_gateway_upstream_endpoint_requests_total", "counter",
                        "Requests sent to an upstream endpoint (retries on another endpoint count there too), by upstream and endpoint.")
             for (u, eps) in rows { for e in eps { out.sample("attest_gateway_upstream_endpoint_requests_total", [("upstream", u), ("endpoint", e.0)], e.3) } }
+        }
+
+        if !keySets.isEmpty {
+            let now = WallClock.unixSeconds()
+            let schedules = keySets.sorted { $0.key < $1.key }.map { ($0.key, $0.value.schedule) }
+            out.family("attest_gateway_jwks_age_seconds", "gauge", "Seconds since the verifier's key set was last fetched.")
+            for (v, s) in schedules { if let at = s.loadedAt { out.sample("attest_gateway_jwks_age_seconds", [("verifier", v)], UInt64(max(0, now - at))) } }
+            out.family("attest_gateway_jwks_expiry_seconds", "gauge",
+                       "Seconds until the verifier's key set expires (0 once it has: it serves stale, then not at all).")
+            for (v, s) in schedules { if let at = s.expiresAt { out.sample("attest_gateway_jwks_expiry_seconds", [("verifier", v)], UInt64(max(0, at - now))) } }
+            out.family("attest_gateway_jwks_consecutive_failures", "gauge", "Key-set fetches that failed in a row, by verifier.")
+            for (v, s) in schedules { out.sample("attest_gateway_jwks_consecutive_failures", [("verifier", v)], UInt64(s.consecutiveFailures)) }
         }
 
         out.family("attest_gateway_active_connections", "gauge", "Open client connections.")

@@ -90,6 +90,12 @@ public final class KeySetCache<KeySet: Sendable>: Sendable {
     /// When (unix seconds) the next refresh is due; the refresher sleeps until then unless woken.
     public var nextRefreshAt: Int64 { locked { $0.nextRefreshAt } }
 
+    /// The serving set's schedule, for metrics and the rollout view: when it loaded, when it expires (unix
+    /// seconds; nil before the first load), and how many fetches in a row have failed since.
+    public var schedule: (loadedAt: Int64?, expiresAt: Int64?, consecutiveFailures: Int) {
+        locked { m in (m.loaded?.loadedAt, m.loaded?.serving.expiresAt, m.consecutiveFailures) }
+    }
+
     /// Background only (blocking): fetches and installs a new set if a refresh is due, an unknown-key refresh
     /// is pending, or `force` is set; returns what happened. Never runs two fetches at once (`.notDue`).
     @discardableResult

@@ -82,6 +82,10 @@ def test_metrics_carry_build_info_process_families_and_no_empty_reason(start_gat
     assert 3 <= values["process_open_fds"] < values["process_max_fds"]
     assert values["process_cpu_seconds_total"] > 0
     assert abs(values["process_start_time_seconds"] - time.time()) < 120
+    # The key set's schedule: just fetched, expiring in the future (the dev issuer's Cache-Control), no failure.
+    assert 0 <= values['attest_gateway_jwks_age_seconds{verifier="fb"}'] < 60
+    assert values['attest_gateway_jwks_expiry_seconds{verifier="fb"}'] > 0
+    assert values['attest_gateway_jwks_consecutive_failures{verifier="fb"}'] == 0
     # A verified result has no reason, and no empty reason label stands in for it.
     assert 'reason=""' not in text
     assert any(k.startswith('attest_gateway_verifications_total{verifier="fb",result="verified"}') for k in values), text
