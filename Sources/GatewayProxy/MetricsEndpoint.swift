@@ -17,7 +17,7 @@ public enum MetricsEndpoint {
         let names = MetricNames.shared
         var out = PrometheusText()
 
-        out.family("attest_gateway_requests_total", "counter", "Requests answered, by route (\"-\": none matched) and status.")
+        out.family("attest_gateway_requests_total", "counter", "Requests answered, by route (\"-\": none matched; \"registration\", \"forward_auth\": those endpoints) and status.")
         for (key, n) in total.requests.sorted(by: { $0.key < $1.key }) {
             out.sample("attest_gateway_requests_total", [("route", names.name(key >> 16)), ("status", String(key & 0xFFFF))], n)
         }

@@ -114,8 +114,12 @@ extension ProxyExchange {
     func logExchange(status: Int) {
         exchange.logged = true
         let metrics = worker.metrics
-        metrics.request(route: exchange.routeIndex >= 0 ? gen.routes[exchange.routeIndex].metricID : Self.noRouteMetric,
-                        status: status)
+        // Registration endpoints and forward-auth calls that matched no route are labelled as what they are, not
+        // mixed into route "-" with the 404s.
+        let routeMetric = exchange.routeIndex >= 0 ? gen.routes[exchange.routeIndex].metricID
+            : exchange.registration != nil ? Self.registrationMetric
+            : exchange.forwardAuth != nil ? Self.forwardAuthMetric : Self.noRouteMetric
+        metrics.request(route: routeMetric, status: status)
         if exchange.verdict != .none {
             let outcome: VerificationKey.Outcome = switch exchange.verdict {
             case .verified: .verified

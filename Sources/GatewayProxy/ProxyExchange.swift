@@ -87,6 +87,8 @@ final class ProxyExchange: UpstreamClient {
 
     /// The label for "no route" and "no verifier decided".
     static let noRouteMetric = MetricNames.shared.id("-")
+    static let registrationMetric = MetricNames.shared.id("registration")
+    static let forwardAuthMetric = MetricNames.shared.id("forward_auth")
 
     // MARK: deadlines
 

@@ -5,6 +5,7 @@ import time
 import urllib.request
 
 import harness as H
+import upstreams as U
 from harness import free_port, gateway_config
 
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -89,3 +90,24 @@ def test_metrics_carry_build_info_process_families_and_no_empty_reason(start_gat
     # A verified result has no reason, and no empty reason label stands in for it.
     assert 'reason=""' not in text
     assert any(k.startswith('attest_gateway_verifications_total{verifier="fb",result="verified"}') for k in values), text
+
+
+def test_registration_and_unmatched_forward_auth_calls_have_their_own_route_label(start_gateway, start_upstream, tmp_path):
+    up = start_upstream()
+    gport, aport = free_port(), free_port()
+    cfg = gateway_config(gport, {"api": up.url}, state={"backend": "memory"},
+                         verifiers={"ios": {"type": "app_attest", "team_id": "ABCDE12345", "bundle_ids": ["com.example.app"],
+                                            "registration_path": "/.attest/ios"}},
+                         routes=[{"name": "api", "match": {"path_prefix": "/api/"}, "upstream": "api", "verify": []}])
+    gw = start_gateway(cfg + f"forward_auth:\n  path: /.attest/verify\n  source: nginx\nadmin:\n  address: 127.0.0.1:{aport}\n")
+    challenge = b"POST /.attest/ios/challenge HTTP/1.1\r\nHost: gw.test\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    assert U.one_shot(gw.port, challenge, timeout=10).status == 200
+    check = (b"GET /.attest/verify HTTP/1.1\r\nHost: gw.test\r\nX-Original-URI: /nowhere\r\nX-Original-Method: GET\r\n"
+             b"X-Original-Host: gw.test\r\nConnection: close\r\n\r\n")
+    assert U.one_shot(gw.port, check, timeout=10).status == 404
+    assert U.one_shot(gw.port, b"GET /nothing HTTP/1.1\r\nHost: gw.test\r\nConnection: close\r\n\r\n", timeout=10).status == 404
+    with _NO_PROXY.open(f"http://127.0.0.1:{aport}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    assert 'attest_gateway_requests_total{route="registration",status="200"} 1' in text, text
+    assert 'attest_gateway_requests_total{route="forward_auth",status="404"} 1' in text, text
+    assert 'attest_gateway_requests_total{route="-",status="404"} 1' in text, text
