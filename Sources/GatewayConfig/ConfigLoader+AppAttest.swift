@@ -3,7 +3,7 @@ extension ConfigLoader {
     static func decodeAppAttest(_ map: MappingReader) -> AppAttestVerifierConfig? {
         map.rejectUnknownKeys(allowed: ["type", "team_id", "bundle_ids", "environment", "root_ca", "binding",
                                         "max_skew", "challenge_ttl", "registration_path", "extensions",
-                                        "receipt_root_ca", "fraud_metric"])
+                                        "receipt_root_ca", "fraud_metric", "registration_rate_limit"])
         let teamID = self.teamID(map)
         let bundleIDs = map.stringList("bundle_ids", nonEmpty: true, required: true)
         let environment = map.oneOf("environment", [AppAttestEnvironment.production, .development, .any])
@@ -15,6 +15,7 @@ extension ConfigLoader {
         let extensions = map.mapping("extensions").map(decodeExtensions)
         let receiptRootCA = map.builtinOrPath("receipt_root_ca")
         let fraudMetric = map.mapping("fraud_metric").flatMap(decodeFraudMetric)
+        let registrationLimit = registrationRateLimit(map)
 
         guard let teamID, let bundleIDs else { return nil }
         var config = AppAttestVerifierConfig(teamID: teamID, bundleIDs: bundleIDs)
@@ -27,6 +28,7 @@ extension ConfigLoader {
         config.extensions = extensions
         if let receiptRootCA { config.receiptRootCA = receiptRootCA }
         config.fraudMetric = fraudMetric
+        if let registrationLimit { config.registrationRateLimit = registrationLimit }
         return config
     }
 

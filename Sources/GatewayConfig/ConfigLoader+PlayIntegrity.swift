@@ -10,7 +10,7 @@ extension ConfigLoader {
                                         "service_account_file", "decryption_key_file", "verification_key_file",
                                         "app_recognition", "min_device_integrity", "require_licensed", "play_protect",
                                         "max_device_activity", "max_skew", "replay_window", "registration_path",
-                                        "api_base_url", "token_url", "ca_file", "timeout"])
+                                        "api_base_url", "token_url", "ca_file", "timeout", "registration_rate_limit"])
         var packageName = map.nonEmptyString("package_name", required: true)
         if let name = packageName, !ConfigValue.isPackageName(name) {
             // It is part of Google's URL and reaches the upstream as X-Attest-App-Id.
@@ -47,6 +47,7 @@ extension ConfigLoader {
         let tokenURL = map.string("token_url").flatMap { keyServerURL($0, key: "token_url", map) }
         let caFile = map.filePath("ca_file")
         let timeout = map.duration("timeout", max: (60_000, "60s"))
+        let registrationLimit = registrationRateLimit(map)
 
         guard let packageName, let digests else { return nil }
         var config = PlayIntegrityVerifierConfig(packageName: packageName, certificateSHA256: digests)
@@ -71,6 +72,7 @@ extension ConfigLoader {
         config.tokenURL = tokenURL
         config.caFile = caFile
         if let timeout { config.timeoutMillis = timeout }
+        if let registrationLimit { config.registrationRateLimit = registrationLimit }
         return config
     }
 

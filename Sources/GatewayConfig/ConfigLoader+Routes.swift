@@ -1,6 +1,6 @@
 /// The `routes` section: an ordered list, first match wins.
 extension ConfigLoader {
-    static let routeKeys = ["name", "match", "upstream", "verify", "require_all", "limited_use", "max_risk_metric",
+    static let routeKeys = ["name", "match", "upstream", "verify", "require_all", "limited_use", "max_risk_metric", "rate_limit",
                             "mode", "strip_token_headers", "max_body_bytes", "websocket", "cors_preflight",
                             "stream_idle_timeout"]
 
@@ -36,6 +36,7 @@ extension ConfigLoader {
             }
             let cors = map.oneOf("cors_preflight", [CORSPreflightPolicy.verify, .forward])
             let streamIdle = map.duration("stream_idle_timeout")
+            let rateLimit = map.mapping("rate_limit").flatMap { decodeRateLimit($0, keys: true, allowsOff: false).config }
             var maxBody = map.size("max_body_bytes", positive: false)
             if let bytes = maxBody, bytes > limits.maxBodyBytes {
                 // Routes may only lower the global limit: the connection layer enforces the global one first.
@@ -57,6 +58,7 @@ extension ConfigLoader {
             if let requireAll { route.requireAll = requireAll }
             if let limitedUse { route.limitedUse = limitedUse }
             route.maxRiskMetric = maxRisk
+            route.rateLimit = rateLimit
             if let mode { route.mode = mode }
             if let strip { route.stripTokenHeaders = strip }
             route.maxBodyBytes = maxBody

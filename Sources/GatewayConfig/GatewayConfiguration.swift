@@ -181,6 +181,8 @@ public struct AppAttestVerifierConfig: Sendable, Equatable {
     public var extensions: AppAttestExtensionsPolicy?
     public var receiptRootCA: String = "builtin"
     public var fraudMetric: FraudMetricConfig?
+    /// `registration_rate_limit` (nil: `rate: 0`, off).
+    public var registrationRateLimit: RateLimitConfig? = .registrationDefault
     public init(teamID: String, bundleIDs: [String]) { self.teamID = teamID; self.bundleIDs = bundleIDs }
 }
 
@@ -204,6 +206,31 @@ public struct DeviceCheckVerifierConfig: Sendable, Equatable {
     public init(teamID: String, keyID: String, privateKey: String) {
         self.teamID = teamID; self.keyID = keyID; self.privateKey = privateKey
     }
+}
+
+/// What a rate limit counts by (CONFIG.md Additions `rate_limit.key`).
+public enum RateLimitKey: String, Sendable, Equatable {
+    /// The first untrusted hop: the peer, or for a trusted proxy the address it reports.
+    case clientAddress = "client_address"
+    /// The verified credential's app id (requests without one are not limited by it).
+    case appID = "app_id"
+    /// The App Attest key id of the verified assertion.
+    case keyID = "key_id"
+}
+
+/// A token bucket: `ratePerSecond` tokens added per second up to `burst`; one taken per request.
+public struct RateLimitConfig: Sendable, Equatable {
+    public var key: RateLimitKey = .clientAddress
+    public var ratePerSecond: Double
+    public var burst: Int
+    public init(key: RateLimitKey = .clientAddress, ratePerSecond: Double, burst: Int) {
+        self.key = key
+        self.ratePerSecond = ratePerSecond
+        self.burst = burst
+    }
+
+    /// `registration_rate_limit`'s default: 10/s, burst 20, per client address.
+    public static let registrationDefault = RateLimitConfig(ratePerSecond: 10, burst: 20)
 }
 
 /// `binding` of a `play_integrity` verifier.
@@ -234,6 +261,8 @@ public struct PlayIntegrityVerifierConfig: Sendable, Equatable {
     public var tokenURL: String?
     public var caFile: String?
     public var timeoutMillis: Int = 3_000
+    /// `registration_rate_limit` (nil: `rate: 0`, off).
+    public var registrationRateLimit: RateLimitConfig? = .registrationDefault
     public init(packageName: String, certificateSHA256: [String]) {
         self.packageName = packageName
         self.certificateSHA256 = certificateSHA256
@@ -351,6 +380,8 @@ public struct RouteConfig: Sendable, Equatable {
     public var corsPreflight: CORSPreflightPolicy = .verify
     /// `stream_idle_timeout`: the idle limit of a WebSocket tunnel (and of gRPC calls), instead of response_timeout.
     public var streamIdleTimeoutMillis: Int = 300_000
+    /// `rate_limit`: a token bucket per key (client address, app id or App Attest key id).
+    public var rateLimit: RateLimitConfig?
     public init(name: String, match: RouteMatchConfig, upstream: String) {
         self.name = name; self.match = match; self.upstream = upstream
     }

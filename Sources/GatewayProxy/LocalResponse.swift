@@ -72,6 +72,13 @@ struct LocalResponse {
     }
 
     /// More body bytes held for verification than `limits.max_held_body_bytes` allows, process-wide.
+    /// A rate limit's budget for this client (or app, or key) is spent: 429 `rate_limited`, `Retry-After` seconds.
+    static func rateLimited(retryAfter seconds: Int) -> LocalResponse {
+        var r = LocalResponse(status: 429, reasonPhrase: "Too Many Requests", error: "too_many_requests", reason: "rate_limited")
+        r.extraHeaders = "Retry-After: \(seconds)\r\n"
+        return r
+    }
+
     static func overloaded() -> LocalResponse {
         .init(status: 503, reasonPhrase: "Service Unavailable", error: "unavailable", reason: "overloaded")
     }

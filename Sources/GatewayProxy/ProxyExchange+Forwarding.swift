@@ -6,6 +6,7 @@ import GatewayPosix
 import HTTP1
 import HTTP2
 import Attestation
+import GatewayConfig
 import Observability
 import GatewayCrypto
 import StateStore
@@ -25,6 +26,12 @@ extension ProxyExchange {
             respondLocal(.payloadTooLarge(), close: true)
             return
         }
+        // An app id or key id limit counts verified requests only, before anything is consumed.
+        if let limit = route.rateLimit, limit.key != .clientAddress, let key = Self.rateLimitKey(limit.key, decision),
+           let retry = gen.runtime.rateLimiter.take(limit, name: route.rateLimitName, key: key.utf8) {
+            respondLocal(.rateLimited(retryAfter: retry), close: unreadBody || !head.keepAlive)
+            return
+        }
         switch plan.consumption(for: decision, progress: exchange.progress) {
         case .nothing:
             forward(head, route: route, decision: decision)
@@ -32,6 +39,20 @@ extension ProxyExchange {
             consumed(head, route: route, plan: plan, refused)
         case .consume(let requests, let owners):
             consume(head, route: route, plan: plan, decision: decision, requests, verifiers: owners)
+        }
+    }
+
+    /// What an `app_id` / `key_id` limit counts by: the verified credential's app id, or its App Attest key id.
+    static func rateLimitKey(_ key: RateLimitKey, _ decision: VerificationDecision) -> String? {
+        let token: PassedCredential
+        switch decision {
+        case .verified(_, let t), .verifiedUnchecked(_, let t, _): token = t
+        case .failed, .absent: return nil
+        }
+        switch key {
+        case .appID: return token.appID
+        case .keyID: return token.fields.first { $0.name.description == "X-Attest-Key-Id" }?.value
+        case .clientAddress: return nil
         }
     }
 

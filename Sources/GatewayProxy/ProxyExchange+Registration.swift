@@ -13,6 +13,13 @@ import GatewayPosix
 extension ProxyExchange {
     func beginRegistration(_ head: HTTP1RequestHead, _ endpoint: RegistrationEndpoints.Endpoint) {
         exchange.registration = endpoint
+        // registration_rate_limit: per client address, before the body is read or any work is done for it.
+        let name = endpoint.registrar.name
+        if let limit = gen.runtime.registrationLimits[name],
+           let retry = gen.runtime.rateLimiter.take(limit, name: "registration:" + name, key: rateLimitAddress(head)) {
+            respondLocal(.rateLimited(retryAfter: retry), close: !http.requestDone || !head.keepAlive)
+            return
+        }
         guard head.methodIs("POST") else {
             respondLocal(.methodNotAllowed(allow: "POST"), close: !http.requestDone || !head.keepAlive)
             return

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import GatewayConfig
 import GatewayCore
 import GatewayPosix
 import HTTP1
@@ -112,6 +113,12 @@ extension ProxyExchange {
         exchange.routeIndex = routeIndex
         let route = gen.routes[routeIndex]
         exchange.bodyLimit = route.maxBodyBytes
+        // A per-client limit applies before any verification work is spent on the request.
+        if let limit = route.rateLimit, limit.key == .clientAddress,
+           let retry = gen.runtime.rateLimiter.take(limit, name: route.rateLimitName, key: rateLimitAddress(head)) {
+            respondLocal(.rateLimited(retryAfter: retry), close: hasBody || !head.keepAlive)
+            return
+        }
         // gRPC runs over HTTP/2 only: an HTTP/1.1 client naming application/grpc does not get the longer idle limit.
         if head.grpc && http2 { exchange.streamIdleMillis = route.streamIdleMillis }
         if head.upgradeWebSocket {
@@ -143,5 +150,25 @@ extension ProxyExchange {
             return
         }
         forward(head, route: route, decision: nil)
+    }
+
+    /// The first untrusted hop, for `client_address` limits: the peer, or — when the peer is a trusted proxy — the
+    /// address it reports as the last `X-Forwarded-For` entry (a chain of trusted proxies collapses onto the innermost
+    /// one's report: stricter, never looser).
+    func rateLimitAddress(_ head: HTTP1RequestHead) -> [UInt8] {
+        guard trustedPeer else { return clientAddress }
+        let reported: [UInt8]? = head.withHeaderView { headers in
+            var last: ArraySlice<UInt8>? = nil
+            for field in headers.fields {
+                let name = headers[field.name]
+                guard HeaderFilter.eq(name, "x-forwarded-for") else { continue }
+                let value = Array(headers[field.value])
+                if let entry = value.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: true).last { last = entry }
+            }
+            guard let last else { return nil }
+            let trimmed = last.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }.reversed()
+            return trimmed.isEmpty ? nil : Array(trimmed)
+        }
+        return reported ?? clientAddress
     }
 }

@@ -47,6 +47,10 @@ public struct ProxyRuntime: Sendable {
     /// `POST {registration_path}/challenge|attest` of the App Attest and Play Integrity verifiers (they take
     /// precedence over routes).
     let registration: RegistrationEndpoints
+    /// `registration_rate_limit` of each verifier with registration endpoints (absent: turned off).
+    let registrationLimits: [String: RateLimitConfig]
+    /// The buckets of every rate limit; kept across reloads (a reload does not hand out a fresh budget).
+    let rateLimiter: RateLimiter
     /// `forward_auth.path`, if configured.
     let forwardAuthPath: [UInt8]?
     /// `verdict_token`: the signer of verified requests' verdicts (nil: not configured).
@@ -129,6 +133,16 @@ public struct ProxyRuntime: Sendable {
             verifiers.routeVerifier(name, route: route, state: state, fraudMetrics: fraudMetrics)
         }
         registration = RegistrationEndpoints(verifiers)
+        var limits: [String: RateLimitConfig] = [:]
+        for v in config.verifiers {
+            switch v.kind {
+            case .appAttest(let c): limits[v.name] = c.registrationRateLimit
+            case .playIntegrity(let c): limits[v.name] = c.registrationRateLimit
+            default: break
+            }
+        }
+        registrationLimits = limits
+        rateLimiter = previous?.rateLimiter ?? RateLimiter()
         forwardAuthPath = config.forwardAuth.map { Array($0.path.utf8) }
         if let v = config.verdictToken {
             // A reload with the same settings keeps the key (a generated one too): upstreams keep verifying.

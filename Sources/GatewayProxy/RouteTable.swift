@@ -33,11 +33,17 @@ public final class CompiledRoute: Sendable {
     public let forwardsPreflights: Bool
     /// `stream_idle_timeout` in milliseconds.
     public let streamIdleMillis: UInt64
+    /// `rate_limit`, and the name its buckets are kept under.
+    let rateLimit: RateLimitConfig?
+    let rateLimitName: String
 
     init(name: String, metricID: Int, jsonName: [UInt8], exactPath: [UInt8]?, pathPrefix: [UInt8]?,
          methods: [[UInt8]]?, host: [UInt8]?, hostHasPort: Bool, upstreamIndex: Int, verifiers: [String],
          maxBodyBytes: Int, maxRiskMetric: Int?, verification: Authenticator?, verifierMetricIDs: [Int],
-         webSocket: Bool = false, forwardsPreflights: Bool = false, streamIdleMillis: UInt64 = 300_000) {
+         webSocket: Bool = false, forwardsPreflights: Bool = false, streamIdleMillis: UInt64 = 300_000,
+         rateLimit: RateLimitConfig? = nil) {
+        self.rateLimit = rateLimit
+        rateLimitName = "route:" + name
         self.name = name
         self.metricID = metricID
         self.jsonName = jsonName
@@ -100,7 +106,7 @@ public struct RouteTable: Sendable {
                 verifierMetricIDs: (verification?.verifiers ?? []).map { MetricNames.shared.id($0.name) },
                 webSocket: route.webSocket,
                 forwardsPreflights: route.corsPreflight == .forward,
-                streamIdleMillis: UInt64(route.streamIdleTimeoutMillis)))
+                streamIdleMillis: UInt64(route.streamIdleTimeoutMillis), rateLimit: route.rateLimit))
         }
         routes = compiled
     }

@@ -92,7 +92,10 @@ import Foundation
         #expect(errors(Self.base.replacingOccurrences(of: "com.example.app", with: "com.example/app")) == [
             "gateway.yml:13:19: verifiers.v.package_name: invalid package name \"com.example/app\" (letters, digits, \"_\" and \".\", e.g. com.example.app)",
         ])
-        #expect(errors(Self.base + "    registration_rate_limit: {rate: 1/s}").count == 1)
+        #expect(errors(Self.base + "    registration_rate_limit: {rate: 1/s}").isEmpty)
+        #expect(errors(Self.base + "    registration_rate_limit: {rate: fast}") == [
+            "gateway.yml:16:37: verifiers.v.registration_rate_limit.rate: invalid rate \"fast\" (use 20/s, 600/m or 1000/h, or 0 to turn it off)",
+        ])
         // Bounded, so no window or expiry computed from them can overflow.
         #expect(errors(Self.base + "    max_skew: 25h") == ["gateway.yml:16:15: verifiers.v.max_skew: must be at most 24h"])
         #expect(errors(Self.base + "    replay_window: 721h") == ["gateway.yml:16:20: verifiers.v.replay_window: must be at most 720h"])
