@@ -46,6 +46,12 @@ public enum MetricsEndpoint {
                    "Requests refused as replays (token_replayed, counter_not_increasing, challenge_unknown), by verifier.")
         for (name, n) in replays.sorted(by: { $0.key < $1.key }) { out.sample("attest_gateway_replays_rejected_total", [("verifier", name)], n) }
 
+        var durations: [String: Histogram] = [:]
+        for (id, h) in total.requestDuration { durations[names.name(id)] = h }
+        out.histogram("attest_gateway_request_duration_seconds",
+                      "From the request head read to the answer, verification and the upstream included, by route.",
+                      label: "route", durations)
+
         var latency: [String: Histogram] = [:]
         for (id, h) in total.upstreamLatency { latency[names.name(id)] = h }
         out.histogram("attest_gateway_upstream_response_seconds", "From the request head sent to the response head read, by upstream.",

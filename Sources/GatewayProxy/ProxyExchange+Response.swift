@@ -120,6 +120,7 @@ extension ProxyExchange {
             : exchange.registration != nil ? Self.registrationMetric
             : exchange.forwardAuth != nil ? Self.forwardAuthMetric : Self.noRouteMetric
         metrics.request(route: routeMetric, status: status)
+        metrics.requestDone(route: routeMetric, micros: MonotonicClock.nowMicros() &- exchange.startMicros)
         if exchange.verdict != .none {
             let outcome: VerificationKey.Outcome = switch exchange.verdict {
             case .verified: .verified

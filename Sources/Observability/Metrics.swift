@@ -58,8 +58,15 @@ public final class LoopMetrics {
     public private(set) var upstreamLatency: [Int: Histogram] = [:]
     /// Per route id: WebSocket tunnels and their bytes.
     public private(set) var tunnels: [Int: TunnelCounters] = [:]
+    /// Per route id: from the request head read to the response's last byte handed to the client (verification, body
+    /// holding, state work and the upstream included).
+    public private(set) var requestDuration: [Int: Histogram] = [:]
 
     public init() {}
+
+    @inline(__always) public func requestDone(route: Int, micros: UInt64) {
+        requestDuration[route, default: Histogram()].observe(micros: micros)
+    }
 
     public func tunnelOpened(route: Int) { tunnels[route, default: TunnelCounters()].opened &+= 1 }
     public func tunnelClosed(route: Int) { tunnels[route, default: TunnelCounters()].closed &+= 1 }
@@ -84,6 +91,7 @@ public final class LoopMetrics {
     public func snapshot() -> LoopMetricsSnapshot {
         var s = LoopMetricsSnapshot(requests: requests, verifications: verifications, upstreamLatency: upstreamLatency)
         s.tunnels = tunnels
+        s.requestDuration = requestDuration
         return s
     }
 }
@@ -109,6 +117,7 @@ public struct LoopMetricsSnapshot: Sendable {
     public var verifications: [Int: UInt64] = [:]
     public var upstreamLatency: [Int: Histogram] = [:]
     public var tunnels: [Int: TunnelCounters] = [:]
+    public var requestDuration: [Int: Histogram] = [:]
 
     public init(requests: [Int: UInt64] = [:], verifications: [Int: UInt64] = [:], upstreamLatency: [Int: Histogram] = [:]) {
         self.requests = requests
@@ -121,6 +130,7 @@ public struct LoopMetricsSnapshot: Sendable {
         for (k, v) in other.verifications { verifications[k, default: 0] &+= v }
         for (k, h) in other.upstreamLatency { upstreamLatency[k, default: Histogram()].merge(h) }
         for (k, t) in other.tunnels { tunnels[k, default: TunnelCounters()].merge(t) }
+        for (k, h) in other.requestDuration { requestDuration[k, default: Histogram()].merge(h) }
     }
 }
 

@@ -87,6 +87,12 @@ def test_metrics_carry_build_info_process_families_and_no_empty_reason(start_gat
     assert 0 <= values['attest_gateway_jwks_age_seconds{verifier="fb"}'] < 60
     assert values['attest_gateway_jwks_expiry_seconds{verifier="fb"}'] > 0
     assert values['attest_gateway_jwks_consecutive_failures{verifier="fb"}'] == 0
+    # The end-to-end duration per route: the requests the gateway answered on route "api" (wait_gateway_accepts
+    # polled until one passed), each taking some time.
+    assert values['attest_gateway_request_duration_seconds_count{route="api"}'] >= 1
+    assert values['attest_gateway_request_duration_seconds_sum{route="api"}'] > 0
+    assert values['attest_gateway_request_duration_seconds_bucket{route="api",le="+Inf"}'] == \
+        values['attest_gateway_request_duration_seconds_count{route="api"}']
     # A verified result has no reason, and no empty reason label stands in for it.
     assert 'reason=""' not in text
     assert any(k.startswith('attest_gateway_verifications_total{verifier="fb",result="verified"}') for k in values), text
