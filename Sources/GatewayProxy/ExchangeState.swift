@@ -43,6 +43,10 @@ struct ExchangeState {
     var requestID: RequestID? = nil
     /// The `MetricNames` id of the verifier whose verdict this is (-1: none ran or none decided).
     var verifierMetric = -1
+    /// The deciding credential's app id (access log), when it named one.
+    var appID: String? = nil
+    /// The deciding verifier's name (access log), set with `verifierMetric` on routes.
+    var verifierName: String? = nil
     /// When the head went to the upstream (monotonic µs), for the upstream latency histogram.
     var forwardMicros: UInt64 = 0
     /// A forward-auth call: the original request it asks about (answered, never forwarded).

@@ -59,9 +59,14 @@ extension ProxyExchange {
     /// The access log's and metrics' view of a decision.
     private func noteDecision(_ route: CompiledRoute, _ decision: VerificationDecision) {
         exchange.verifierMetric = decision.verifierIndex.map { route.verifierMetricIDs[$0] } ?? -1
+        exchange.verifierName = decision.verifierIndex.flatMap { route.verification?.verifiers[$0].name }
         exchange.verdict = decision.accessLogVerdict
         exchange.reason = decision.status
         if case .verifiedUnchecked(_, _, let reason) = decision { exchange.reason = reason }
+        switch decision {
+        case .verified(_, let t), .verifiedUnchecked(_, let t, _): exchange.appID = t.appID
+        case .failed, .absent: break
+        }
     }
 
     /// Limited use: each credential must be new; all are consumed (atomically each, off the loop) only now that

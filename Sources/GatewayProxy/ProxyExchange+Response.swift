@@ -86,7 +86,11 @@ extension ProxyExchange {
         // A gRPC call's answer is trailers-only; never a forward-auth or registration answer: a proxy asking
         // forward-auth reads the HTTP status (a 200 carrying grpc-status 16 would read as "allow").
         response.grpc = (exchange.head?.grpc ?? false) && exchange.forwardAuth == nil && exchange.registration == nil
-        if exchange.head == nil { exchange.startMicros = MonotonicClock.nowMicros() }
+        if exchange.head == nil {
+            // A request that did not parse still gets a line in the access log, with an id of its own.
+            exchange.startMicros = MonotonicClock.nowMicros()
+            if exchange.requestID == nil { generateRequestID() }
+        }
         exchange.outMark = sink.bytesOut
         let close = closeConnection || http.closeAfter || (exchange.head.map { !$0.keepAlive } ?? true) || worker.draining
         if close { http.closeAfterResponse() }
@@ -143,23 +147,38 @@ extension ProxyExchange {
         withRequestID { id in
             if let head = exchange.head {
                 // The path as routed (canonical), so the log says what was judged and forwarded.
+                let forwarded = trustedPeer ? rateLimitAddress(head) : nil
+                // On routes the name was kept with the decision; registrations (rare) look theirs up.
+                let verifier = exchange.verifierName ?? (exchange.verifierMetric >= 0 ? MetricNames.shared.name(exchange.verifierMetric) : nil)
                 head.bytes.withUnsafeBytes { raw in
-                    Self.withRoutingPath(canonical: exchange.canonicalTarget, head, raw) { path in
-                        log.record(time: exchange.startMicros, route: routeName,
-                                   method: UnsafeRawBufferPointer(rebasing: raw[head.method]),
-                                   path: path,
-                                   status: status, upstreamStatus: exchange.upstreamStatus, bytesIn: exchange.bytesIn,
-                                   bytesOut: bytesOut, verdict: verdict, reason: exchange.reason?.code, requestID: id,
-                                   protocol: http2 ? "HTTP/2" : head.version == .http10 ? "HTTP/1.0" : "HTTP/1.1")
+                    clientAddress.withUnsafeBytes { address in
+                        (forwarded ?? []).withUnsafeBytes { forwardedFor in
+                            let client = AccessLog.Client(
+                                address: address, forwardedFor: forwarded == nil ? nil : forwardedFor,
+                                host: head.host.map { UnsafeRawBufferPointer(rebasing: raw[$0]) },
+                                userAgent: head.firstValue(named: "user-agent").map { UnsafeRawBufferPointer(rebasing: raw[$0]) },
+                                verifier: verifier, appID: exchange.appID)
+                            Self.withRoutingPath(canonical: exchange.canonicalTarget, head, raw) { path in
+                                log.record(time: exchange.startMicros, route: routeName,
+                                           method: UnsafeRawBufferPointer(rebasing: raw[head.method]),
+                                           path: path,
+                                           status: status, upstreamStatus: exchange.upstreamStatus, bytesIn: exchange.bytesIn,
+                                           bytesOut: bytesOut, verdict: verdict, reason: exchange.reason?.code, requestID: id,
+                                           protocol: http2 ? "HTTP/2" : head.version == .http10 ? "HTTP/1.0" : "HTTP/1.1",
+                                           client: client)
+                            }
+                        }
                     }
                 }
             } else {
                 let dash: StaticString = "-"
-                log.record(time: exchange.startMicros, route: routeName,
-                           method: UnsafeRawBufferPointer(start: dash.utf8Start, count: 1),
-                           path: UnsafeRawBufferPointer(start: dash.utf8Start, count: 1),
-                           status: status, upstreamStatus: 0, bytesIn: exchange.bytesIn, bytesOut: bytesOut, verdict: verdict,
-                           reason: nil)
+                clientAddress.withUnsafeBytes { address in
+                    log.record(time: exchange.startMicros, route: routeName,
+                               method: UnsafeRawBufferPointer(start: dash.utf8Start, count: 1),
+                               path: UnsafeRawBufferPointer(start: dash.utf8Start, count: 1),
+                               status: status, upstreamStatus: 0, bytesIn: exchange.bytesIn, bytesOut: bytesOut, verdict: verdict,
+                               reason: nil, requestID: id, client: AccessLog.Client(address: address))
+                }
             }
         }
     }

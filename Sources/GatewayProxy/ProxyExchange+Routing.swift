@@ -42,9 +42,7 @@ extension ProxyExchange {
         if let client = RequestID.fromClient(head) {
             exchange.requestID = .client(client)
         } else {
-            let low = worker.requestIDs.next()
-            worker.requestIDs.format(low, into: UnsafeMutableRawBufferPointer(start: generatedRequestID, count: RequestIDGenerator.length))
-            exchange.requestID = .generated(low)
+            generateRequestID()
         }
         let hasBody = head.framing != .none
         let generation = worker.current

@@ -69,6 +69,13 @@ enum RequestID {
 }
 
 extension ProxyExchange {
+    /// A fresh id for this request, formatted into the connection's buffer.
+    func generateRequestID() {
+        let low = worker.requestIDs.next()
+        worker.requestIDs.format(low, into: UnsafeMutableRawBufferPointer(start: generatedRequestID, count: RequestIDGenerator.length))
+        exchange.requestID = .generated(low)
+    }
+
     /// Calls `body` with the current request's id bytes.
     func withRequestID<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
         switch exchange.requestID {

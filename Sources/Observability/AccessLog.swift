@@ -6,7 +6,8 @@ import GatewayCore
 /// The access log of one event loop: one JSON line per request, buffered and written to standard output after
 /// each batch of events (one `write` per batch, not per request).
 ///
-/// Never receives a token or a query string: callers pass the path only, and no header values at all.
+/// Never receives a token or a query string: callers pass the path only, and of the header values only Host and
+/// User-Agent (`Client`), escaped and bounded.
 /// Loop-confined.
 public final class AccessLog {
     private let buffer = ByteBuffer(capacity: 16 * 1024)
@@ -22,10 +23,32 @@ public final class AccessLog {
         self.enabled = enabled
     }
 
+    /// Who sent a request, as far as an operator needs it: the peer, the client a trusted proxy reports, the Host
+    /// and User-Agent as sent (escaped, the agent cut at 256 bytes), and the deciding verifier and app id.
+    public struct Client {
+        public var address: UnsafeRawBufferPointer
+        public var forwardedFor: UnsafeRawBufferPointer?
+        public var host: UnsafeRawBufferPointer?
+        public var userAgent: UnsafeRawBufferPointer?
+        public var verifier: String?
+        public var appID: String?
+
+        public init(address: UnsafeRawBufferPointer, forwardedFor: UnsafeRawBufferPointer? = nil, host: UnsafeRawBufferPointer? = nil,
+                    userAgent: UnsafeRawBufferPointer? = nil, verifier: String? = nil, appID: String? = nil) {
+            self.address = address
+            self.forwardedFor = forwardedFor
+            self.host = host
+            self.userAgent = userAgent
+            self.verifier = verifier
+            self.appID = appID
+        }
+    }
+
     /// One entry. `path` must already exclude the query string; `route` is a JSON value (`"name"` or `null`).
     public func record(time startMicros: UInt64, route: [UInt8], method: UnsafeRawBufferPointer, path: UnsafeRawBufferPointer,
                        status: Int, upstreamStatus: Int, bytesIn: Int, bytesOut: Int, verdict: StaticString,
-                       reason: String? = nil, requestID: UnsafeRawBufferPointer? = nil, protocol proto: StaticString? = nil) {
+                       reason: String? = nil, requestID: UnsafeRawBufferPointer? = nil, protocol proto: StaticString? = nil,
+                       client: Client? = nil) {
         guard enabled else { return }
         let b = buffer
         // Where this line starts, as an offset from the unread start: an append may compact the buffer, which
@@ -42,6 +65,22 @@ public final class AccessLog {
         if let proto {
             b.append("\",\"protocol\":\"" as StaticString)
             b.append(proto)
+        }
+        if let client {
+            b.append("\",\"client\":\"" as StaticString)
+            JSONText.appendEscaped(client.address, to: b)
+            if let f = client.forwardedFor {
+                b.append("\",\"forwarded_for\":\"" as StaticString)
+                JSONText.appendEscaped(UnsafeRawBufferPointer(rebasing: f.prefix(64)), to: b)
+            }
+            if let h = client.host {
+                b.append("\",\"host\":\"" as StaticString)
+                JSONText.appendEscaped(UnsafeRawBufferPointer(rebasing: h.prefix(256)), to: b)
+            }
+            if let ua = client.userAgent {
+                b.append("\",\"user_agent\":\"" as StaticString)
+                JSONText.appendEscaped(UnsafeRawBufferPointer(rebasing: ua.prefix(256)), to: b)
+            }
         }
         b.append("\",\"status\":" as StaticString)
         b.appendDecimal(status)
@@ -65,12 +104,25 @@ public final class AccessLog {
             b.append("\",\"reason\":\"" as StaticString)
             b.append(reason)   // a closed set of snake_case codes: nothing to escape
         }
+        if let verifier = client?.verifier {
+            b.append("\",\"verifier\":\"" as StaticString)
+            appendEscaped(verifier, to: b)
+        }
+        if let appID = client?.appID {
+            b.append("\",\"app_id\":\"" as StaticString)
+            appendEscaped(appID, to: b)
+        }
         if let requestID, requestID.count > 0 {
             b.append("\",\"request_id\":\"" as StaticString)
             JSONText.appendEscaped(requestID, to: b)
         }
         b.append("\"}\n" as StaticString)
         if b.readableBytes > maxWrite { flush(upTo: b.readerIndex + lineOffset) }
+    }
+
+    private func appendEscaped(_ text: String, to b: ByteBuffer) {
+        var text = text
+        text.withUTF8 { JSONText.appendEscaped(UnsafeRawBufferPointer($0), to: b) }
     }
 
     /// Writes everything buffered.

@@ -112,3 +112,29 @@ def test_registration_endpoints_are_limited_per_client_by_default(env):
     # rate: 0 turns it off.
     open_challenge = challenge.replace(b"/.attest/ios/", b"/.attest/ios-open/")
     assert all(send(env, open_challenge, source="127.0.0.6").status == 200 for _ in range(25))
+
+
+def test_the_access_log_says_who_sent_what_and_what_decided(env):
+    """client, the client a trusted proxy reports, host, user agent, verifier and app id on each line; a line for a
+    request that did not parse carries the client and a request id too. Never a token."""
+    token = env.iss.token(app_id="1:123456789012:ios:logs")
+    r = get(env, "/app/logged", [(H, token), ("User-Agent", 'probe/1.0 "quoted"'), ("X-Forwarded-For", "203.0.113.9")],
+            source="127.0.0.2")
+    assert r.status == 200
+    bad = send(env, b"GET /x HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", source="127.0.0.3")
+    assert bad.status == 400
+    deadline = time.monotonic() + 5
+    lines = []
+    while time.monotonic() < deadline:
+        lines = env.gw.log_lines()
+        if any(l.get("path") == "/app/logged" for l in lines) and any(l.get("status") == 400 and l.get("method") == "-" for l in lines):
+            break
+        time.sleep(0.1)
+    line = next(l for l in lines if l.get("path") == "/app/logged")
+    assert (line["client"], line["forwarded_for"], line["host"], line["user_agent"]) == \
+        ("127.0.0.2", "203.0.113.9", "gw.test", 'probe/1.0 "quoted"'), line
+    assert (line["verifier"], line["app_id"], line["verdict"]) == ("fb", "1:123456789012:ios:logs", "verified"), line
+    assert isinstance(line["status"], int) and isinstance(line["duration_ms"], float), line
+    parse_error = next(l for l in lines if l.get("status") == 400 and l.get("method") == "-")
+    assert parse_error["client"] == "127.0.0.3" and parse_error.get("request_id"), parse_error
+    assert token not in env.gw.stdout_path.read_text()
