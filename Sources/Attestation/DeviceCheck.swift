@@ -187,7 +187,8 @@ public final class DeviceCheckVerifier: Sendable {
         return String(h[0..<8]) + "-" + String(h[8..<12]) + "-" + String(h[12..<16]) + "-" + String(h[16..<20]) + "-" + String(h[20..<32])
     }
 
-    private static func sleep(millis: UInt32) {
+    /// The pause before a retry to Apple's or Google's servers (worker threads only).
+    static func sleep(millis: UInt32) {
         var ts = timespec(tv_sec: Int(millis / 1000), tv_nsec: Int(millis % 1000) * 1_000_000)
         _ = nanosleep(&ts, nil)
     }

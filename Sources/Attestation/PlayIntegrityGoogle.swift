@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import GatewayCore
 public import GatewayCrypto
 public import JOSE
@@ -191,10 +188,7 @@ public final class PlayIntegrityGoogle: Sendable {
         String(decoding: body.prefix(200), as: UTF8.self).filter { $0 != "\n" && $0 != "\r" }
     }
 
-    private static func sleep(millis: UInt32) {
-        var ts = timespec(tv_sec: Int(millis / 1000), tv_nsec: Int(millis % 1000) * 1_000_000)
-        _ = nanosleep(&ts, nil)
-    }
+    private static func sleep(millis: UInt32) { DeviceCheckVerifier.sleep(millis: millis) }
 }
 
 /// Verdicts Google decoded, by the token's SHA-256, until the policy's freshness window for them closes, and tokens

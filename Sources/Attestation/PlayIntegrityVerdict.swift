@@ -164,7 +164,7 @@ public struct PlayIntegrityPolicy: Sendable {
     static func listed(_ value: String, _ list: [String]) -> Bool { list.contains { same($0, value) } }
 
     /// base64url without `=` padding (Google's digests and nonces may carry it).
-    static func unpadded(_ text: String) -> String {
+    public static func unpadded(_ text: String) -> String {
         var t = Substring(text)
         while t.hasSuffix("=") { t.removeLast() }
         return String(t)

@@ -105,13 +105,14 @@ public final class PlayIntegrityVerifier: CredentialVerifier {
         if let classic, Self.isCompactJWE(presented.token) {
             switch Self.decodeClassic(presented.token, keys: classic) {
             case .failure(let status): return .done(.rejected(status))
-            case .success(let verdict): return decoded(verdict, presented, line, now: now, nowMillis: nowMillis)
+            case .success(let verdict):
+                return decoded(verdict, presented, digest: Self.digest(presented.token), line, now: now, nowMillis: nowMillis)
             }
         }
         guard let google else { return .done(.rejected(.malformedToken)) }
         let digest = Self.digest(presented.token)
         switch google.verdicts.lookup(digest, nowMillis: nowMillis) {
-        case .verdict(let verdict): return decoded(verdict, presented, line, now: now, nowMillis: nowMillis)
+        case .verdict(let verdict): return decoded(verdict, presented, digest: digest, line, now: now, nowMillis: nowMillis)
         case .refused: return .done(.rejected(.malformedToken))
         case .miss: break
         }
@@ -124,7 +125,7 @@ public final class PlayIntegrityVerifier: CredentialVerifier {
             case .success(let verdict):
                 google.verdicts.insert(digest, verdict, expiresAtMillis: Self.adding(verdict.timestampMillis, self.policy.maxSkewMillis),
                                        nowMillis: nowMillis)
-                return self.decoded(verdict, presented, line, now: now, nowMillis: nowMillis)
+                return self.decoded(verdict, presented, digest: digest, line, now: now, nowMillis: nowMillis)
             }
         }
     }
@@ -151,9 +152,9 @@ public final class PlayIntegrityVerifier: CredentialVerifier {
         return overflow ? (b > 0 ? Int64.max : Int64.min) : sum
     }
 
-    /// The policy, then the binding.
-    private func decoded(_ verdict: PlayIntegrityVerdict, _ presented: Presented, _ line: SignedRequestLine, now: Int64,
-                         nowMillis: Int64) -> VerifierStep {
+    /// The policy, then the binding. `digest`: the token's `digest` (its cache and replay key), computed once.
+    private func decoded(_ verdict: PlayIntegrityVerdict, _ presented: Presented, digest: [UInt8], _ line: SignedRequestLine,
+                         now: Int64, nowMillis: Int64) -> VerifierStep {
         let judged: PlayIntegrityPolicy.Judged
         switch policy.judge(verdict, nowMillis: nowMillis) {
         case .failure(let status): return .done(.rejected(status))
@@ -161,7 +162,7 @@ public final class PlayIntegrityVerifier: CredentialVerifier {
         }
         // Kept for `replay_window`, and at least as long as the policy could accept the token again.
         let acceptable = Self.adding(verdict.timestampMillis, policy.maxSkewMillis) / 1000 + 1
-        let consume = ConsumeRequest(namespace: replayNamespace, key: hexString(Self.digest(presented.token)),
+        let consume = ConsumeRequest(namespace: replayNamespace, key: hexString(digest),
                                      expiresAt: max(Self.adding(now, replayWindowSeconds), acceptable))
         let passed = PassedCredential(appID: policy.packageName,
                                       fields: [VerdictField("X-Attest-Device-Integrity", judged.deviceIntegrity),

@@ -46,14 +46,9 @@ public enum PlayIntegrityTool {
                                          maxDeviceActivity: policy.maxDeviceActivity, maxSkewMillis: policy.maxSkewMillis)
         }
         if case .failure(let status) = policy.judge(verdict, nowMillis: at * 1000) { return status }
+        let trimmed = PlayIntegrityPolicy.unpadded
         if let requestHash, (verdict.requestHash ?? verdict.nonce).map({ trimmed($0) != trimmed(requestHash) }) ?? true { return .badAssertion }
         if let nonce, verdict.nonce.map({ trimmed($0) != trimmed(nonce) }) ?? true { return .badAssertion }
         return nil
-    }
-
-    private static func trimmed(_ s: String) -> Substring {
-        var t = Substring(s)
-        while t.hasSuffix("=") { t.removeLast() }
-        return t
     }
 }

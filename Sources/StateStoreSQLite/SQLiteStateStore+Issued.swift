@@ -9,15 +9,7 @@ extension SQLiteStateStore {
     }
 
     public func isIssued(namespace: String, key: String, now: Int64) throws(StateStoreError) -> Bool {
-        try withConnection { connection throws(StateStoreError) in
-            try connection.withStatement("SELECT 1 FROM issued WHERE namespace = ?1 AND key = ?2 AND expires_at > ?3") {
-                statement throws(StateStoreError) in
-                try statement.bind(1, namespace)
-                try statement.bind(2, key)
-                try statement.bind(3, now)
-                return try statement.step()
-            }
-        }
+        try isLive("SELECT 1 FROM issued WHERE namespace = ?1 AND key = ?2 AND expires_at > ?3", namespace: namespace, key: key, now: now)
     }
 
     public func redeem(namespace: String, key: String, now: Int64) throws(StateStoreError) -> Bool {

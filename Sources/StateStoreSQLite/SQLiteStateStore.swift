@@ -50,9 +50,13 @@ public final class SQLiteStateStore: AttestationStateStore {
     }
 
     public func isConsumed(namespace: String, key: String, now: Int64) throws(StateStoreError) -> Bool {
+        try isLive("SELECT 1 FROM consumed WHERE namespace = ?1 AND key = ?2 AND expires_at > ?3", namespace: namespace, key: key, now: now)
+    }
+
+    /// Whether `sql` (a `SELECT 1` over namespace ?1, key ?2 and now ?3) finds a row: a read, nothing recorded.
+    func isLive(_ sql: String, namespace: String, key: String, now: Int64) throws(StateStoreError) -> Bool {
         try withConnection { connection throws(StateStoreError) in
-            try connection.withStatement("SELECT 1 FROM consumed WHERE namespace = ?1 AND key = ?2 AND expires_at > ?3") {
-                statement throws(StateStoreError) in
+            try connection.withStatement(sql) { statement throws(StateStoreError) in
                 try statement.bind(1, namespace)
                 try statement.bind(2, key)
                 try statement.bind(3, now)
