@@ -82,18 +82,21 @@ enum ServeCommand {
             return ExitCode.failure
         }
         var admin: SmallHTTPServer? = nil
+        var rollout: RolloutHistory? = nil
         if let a = config.admin {
             do {
                 let address = try SocketAddress.resolve(host: a.address.host, port: a.address.port)
                 let loops = workers
+                let history = RolloutHistory(workers: workers)
+                rollout = history
                 let sources = AdminSources(runtime: { current.get() },
                                            metrics: {
                                                let runtime = current.get()
                                                return MetricsEndpoint.render(workers: loops, budget: budget, upstreams: runtime.upstreams,
                                                                              keySets: runtime.verifiers.keySets)
-                                           })
+                                           }, rollout: history)
                 admin = try SmallHTTPServer.admin(address: address, sources: sources)
-                Logger.info("admin listening", ["address": address.description, "endpoints": "/healthz /readyz /metrics"])
+                Logger.info("admin listening", ["address": address.description, "endpoints": "/ /stats /healthz /readyz /metrics"])
             } catch {
                 printErr("serve: admin.address: \(error)")
                 return ExitCode.failure
@@ -102,6 +105,7 @@ enum ServeCommand {
         runtime.verifiers.startBackgroundWork()
         runtime.state?.startBackgroundWork()
         runtime.fraudMetricRefreshers(running: true)
+        rollout?.start()
         let finished = Atomic<Int>(0)
         let adminThread = admin.map { server in Threads.start { server.run() } }
         let threads = workers.map { w in
@@ -111,7 +115,7 @@ enum ServeCommand {
             }
         }
         for (l, a) in zip(config.listeners, runtime.listenAddresses) {
-            Logger.info("listening", ["listener": l.name, "address": a.description, "workers": String(workerCount)])
+            Logger.info("listening", ["listener": l.name, "address": a.description], numbers: ["workers": Int64(workerCount)])
         }
 
         while true {
@@ -122,7 +126,7 @@ enum ServeCommand {
             }
             break
         }
-        Logger.info("draining", ["timeout_ms": String(config.limits.drainTimeoutMillis)])
+        Logger.info("draining", numbers: ["timeout_ms": Int64(config.limits.drainTimeoutMillis)])
         for w in workers { w.loop.execute { w.beginDrain() } }
         let deadline = MonotonicClock.nowMillis() + UInt64(config.limits.drainTimeoutMillis)
         while finished.load(ordering: .sequentiallyConsistent) < workers.count && MonotonicClock.nowMillis() < deadline {
@@ -130,10 +134,11 @@ enum ServeCommand {
         }
         if finished.load(ordering: .sequentiallyConsistent) < workers.count {
             let open = workers.count - finished.load(ordering: .sequentiallyConsistent)
-            Logger.warn("drain timeout reached; closing remaining connections", ["loops_busy": String(open)])
+            Logger.warn("drain timeout reached; closing remaining connections", numbers: ["loops_busy": Int64(open)])
             for w in workers { w.loop.execute { w.forceStop() } }
         }
         for t in threads { Threads.join(t) }
+        rollout?.stop()
         if let admin, let adminThread {
             admin.loop.execute { admin.loop.stop() }
             Threads.join(adminThread)
@@ -153,14 +158,14 @@ enum ServeCommand {
         let loaded: LoadedConfiguration
         do { loaded = try ConfigLoader.loadDetailed(path: path) } catch {
             for e in error.errors { Logger.error("reload: invalid configuration; keeping the running one", ["error": e.description]) }
-            ProcessMetrics.shared.reload(ok: false)
+            ProcessMetrics.shared.reload(ok: false, error: error.errors.map(\.description).joined(separator: "\n"))
             return
         }
         let config = loaded.configuration
         let next: ProxyRuntime
         do { next = try Composition.runtime(config, reusing: old) } catch {
             Logger.error("reload: cannot apply; keeping the running configuration", ["error": "\(error)"])
-            ProcessMetrics.shared.reload(ok: false)
+            ProcessMetrics.shared.reload(ok: false, error: "\(error)")
             return
         }
         next.verifiers.warm(after: old.verifiers)
@@ -174,7 +179,7 @@ enum ServeCommand {
         let hash = configHash(path)
         ProcessMetrics.shared.setConfigHash(hash)
         ProcessMetrics.shared.reload(ok: true)
-        Logger.info("reload: configuration applied", ["config_hash": hash, "routes": String(config.routes.count)])
+        Logger.info("reload: configuration applied", ["config_hash": hash], numbers: ["routes": Int64(config.routes.count)])
         logWarnings(loaded.warnings)
     }
 

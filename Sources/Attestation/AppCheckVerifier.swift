@@ -34,6 +34,10 @@ public final class AppCheckVerifier: Sendable {
     public func verify(token: UnsafeRawBufferPointer, now: Int64, cache: VerifiedTokenCache? = nil,
                        keySet reader: KeySetReader<JWKS>? = nil) -> AppCheckOutcome {
         guard token.count > 0, token.count <= Self.maxTokenBytes else { return .rejected(.malformedToken) }
+        // The SDK's placeholder (no '.', short) is told apart before the key set is even read.
+        if token.count <= AppCheckPlaceholder.maxBytes, !token.contains(UInt8(ascii: ".")), AppCheckPlaceholder.matches(token) {
+            return .rejected(.clientAttestationFailed)
+        }
         let keySet: JWKS
         switch reader?.current() ?? keys.current() {
         case .ready(let set), .stale(let set): keySet = set

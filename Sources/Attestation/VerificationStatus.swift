@@ -27,6 +27,9 @@ public enum VerificationStatus: String, Sendable, CaseIterable, Error {
     case unknownSubject = "unknown_subject"
     case riskTooHigh = "risk_too_high"
     case badReceipt = "bad_receipt"
+    /// The placeholder a Firebase SDK sends when the device could not attest (PROTOCOL.md Additions): nobody forged
+    /// a token, the device failed to get one — counted apart from forgeries in metrics and the rollout view.
+    case clientAttestationFailed = "client_attestation_failed"
     // Play Integrity (PROTOCOL.md Additions).
     case appNotRecognized = "app_not_recognized"
     case deviceIntegrityTooLow = "device_integrity_too_low"

@@ -47,7 +47,11 @@ enum Verifiers {
             switch event {
             case .loaded(let count, let lifetime):
                 ProcessMetrics.shared.jwksRefresh(verifier: name, ok: true, keys: count)
-                Logger.info("jwks loaded", ["verifier": name, "keys": count.map(String.init) ?? "?", "lifetime_s": String(lifetime)])
+                if let count {
+                    Logger.info("jwks loaded", ["verifier": name], numbers: ["keys": Int64(count), "lifetime_s": Int64(lifetime)])
+                } else {
+                    Logger.info("jwks loaded", ["verifier": name], numbers: ["lifetime_s": Int64(lifetime)])
+                }
             case .failed(let why):
                 ProcessMetrics.shared.jwksRefresh(verifier: name, ok: false, keys: nil)
                 Logger.warn("jwks refresh failed", ["verifier": name, "error": why])

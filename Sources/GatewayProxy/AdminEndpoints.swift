@@ -8,9 +8,13 @@ import StateStore
 public struct AdminSources: Sendable {
     public var runtime: @Sendable () -> ProxyRuntime
     public var metrics: @Sendable () -> String
-    public init(runtime: @escaping @Sendable () -> ProxyRuntime, metrics: @escaping @Sendable () -> String) {
+    /// The rollout view's history (`GET /`, `GET /stats`); nil: those answer 404.
+    public var rollout: RolloutHistory?
+    public init(runtime: @escaping @Sendable () -> ProxyRuntime, metrics: @escaping @Sendable () -> String,
+                rollout: RolloutHistory? = nil) {
         self.runtime = runtime
         self.metrics = metrics
+        self.rollout = rollout
     }
 }
 
@@ -51,6 +55,15 @@ final class AdminHandler: SmallHTTPHandler {
         case "/jwks":
             guard let verdict = sources.runtime().verdict else { return Self.json(404, "{\"error\":\"not_found\"}") }
             return Self.json(200, verdict.jwks)
+        case "/":
+            guard sources.rollout != nil else { return Self.json(404, "{\"error\":\"not_found\"}") }
+            let body = RolloutPage.html
+            return "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nCache-Control: no-store\r\n" +
+                "Content-Security-Policy: \(RolloutPage.contentSecurityPolicy)\r\nX-Content-Type-Options: nosniff\r\n" +
+                "Referrer-Policy: no-referrer\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body
+        case "/stats":
+            guard let history = sources.rollout else { return Self.json(404, "{\"error\":\"not_found\"}") }
+            return Self.json(200, RolloutStats.render(history: history, runtime: sources.runtime()))
         case "/metrics":
             let body = sources.metrics()
             return "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nCache-Control: no-store\r\n" +

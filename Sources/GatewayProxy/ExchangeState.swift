@@ -49,6 +49,9 @@ struct ExchangeState {
     var verifierName: String? = nil
     /// When the head went to the upstream (monotonic µs), for the upstream latency histogram.
     var forwardMicros: UInt64 = 0
+    /// The upstream's answer: how long its response head took (µs) and where it came from (the access log).
+    var upstreamMicros: UInt64 = 0
+    var upstreamAddress: String? = nil
     /// A forward-auth call: the original request it asks about (answered, never forwarded).
     var forwardAuth: ForwardAuthTarget? = nil
     /// A WebSocket handshake the route allows: forwarded with the switch, tunneled after the upstream's 101.

@@ -23,11 +23,11 @@ public enum MetricsEndpoint {
         }
 
         out.family("attest_gateway_verifications_total", "counter",
-                   "Verification outcomes by the deciding verifier (\"-\": no token for any), result and reason.")
+                   "Verification outcomes by the deciding verifier (\"-\": no token for any), result, reason and route.")
         var replays: [String: UInt64] = [:]
         let reasons = VerificationStatus.allCases
         for (key, n) in total.verifications.sorted(by: { $0.key < $1.key }) {
-            let (verifier, outcome, reasonIndex) = VerificationKey.split(key)
+            let (route, verifier, outcome, reasonIndex) = VerificationKey.split(key)
             let reason = reasonIndex < reasons.count ? reasons[reasonIndex] : nil
             let result = switch outcome {
             case .verified: "verified"
@@ -37,7 +37,8 @@ public enum MetricsEndpoint {
             let name = names.name(verifier)
             // A verified or absent result has no reason: no `reason=""` label either.
             out.sample("attest_gateway_verifications_total",
-                       [("verifier", name), ("result", result)] + (reason.map { [("reason", $0.code)] } ?? []), n)
+                       [("verifier", name), ("result", result)] + (reason.map { [("reason", $0.code)] } ?? [])
+                        + [("route", names.name(route))], n)
             if reason == .tokenReplayed || reason == .counterNotIncreasing || reason == .challengeUnknown {
                 replays[name, default: 0] &+= n
             }

@@ -31,7 +31,10 @@ extension ProxyExchange {
 
     /// The upstream latency histogram: request head sent → response head read.
     func noteUpstreamLatency(_ up: any UpstreamLeg) {
-        worker.metrics.upstreamResponse(upstream: up.target.metricID, micros: MonotonicClock.nowMicros() &- exchange.forwardMicros)
+        let micros = MonotonicClock.nowMicros() &- exchange.forwardMicros
+        worker.metrics.upstreamResponse(upstream: up.target.metricID, micros: micros)
+        exchange.upstreamMicros = micros
+        exchange.upstreamAddress = up.peerLabel
     }
 
     /// Relays response-body bytes; returns true when the upstream should pause (the client is slow).
@@ -132,8 +135,9 @@ extension ProxyExchange {
             default: .failed
             }
             metrics.verification(VerificationKey.make(
-                verifier: exchange.verifierMetric >= 0 ? exchange.verifierMetric : Self.noRouteMetric, outcome: outcome,
+                route: routeMetric, verifier: exchange.verifierMetric >= 0 ? exchange.verifierMetric : Self.noRouteMetric, outcome: outcome,
                 reason: exchange.reason?.metricIndex ?? 0xFF))
+            if outcome == .verified, let app = exchange.appID { metrics.verifiedApp(route: routeMetric, appID: app) }
         }
         let log = worker.accessLog
         guard log.enabled else { return }
@@ -165,7 +169,8 @@ extension ProxyExchange {
                                            status: status, upstreamStatus: exchange.upstreamStatus, bytesIn: exchange.bytesIn,
                                            bytesOut: bytesOut, verdict: verdict, reason: exchange.reason?.code, requestID: id,
                                            protocol: http2 ? "HTTP/2" : head.version == .http10 ? "HTTP/1.0" : "HTTP/1.1",
-                                           client: client)
+                                           client: client,
+                                           upstream: exchange.upstreamAddress.map { AccessLog.Upstream(address: $0, micros: exchange.upstreamMicros) })
                             }
                         }
                     }

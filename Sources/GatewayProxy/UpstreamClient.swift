@@ -52,6 +52,8 @@ typealias ResponseTrailers = H2Fields
 /// (`UpstreamConnection`) or one stream of a shared HTTP/2 connection (`UpstreamH2Stream`).
 protocol UpstreamLeg: AnyObject {
     var target: UpstreamTarget { get }
+    /// The address this leg's connection went to (`ip:port`; a cluster's endpoint), for the access log.
+    var peerLabel: String { get }
     /// Request bytes not yet sent (the exchange pauses the client's body above the high-water mark).
     var unsentRequestBytes: Int { get }
     /// A WebSocket handshake: a 101 naming websocket hands the connection to a tunnel (HTTP/1.1 only).

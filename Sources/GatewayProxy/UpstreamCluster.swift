@@ -117,8 +117,8 @@ public final class UpstreamCluster: @unchecked Sendable {
                 s.endpoints[index].ejectedUntil = now + UInt64(config.ejectionMillis)
                 s.endpoints[index].failures = 0
                 s.endpoints[index].ejections &+= 1
-                Logger.warn("upstream endpoint ejected", ["upstream": name, "endpoint": s.endpoints[index].label,
-                                                          "for_ms": String(config.ejectionMillis)])
+                Logger.warn("upstream endpoint ejected", ["upstream": name, "endpoint": s.endpoints[index].label],
+                            numbers: ["for_ms": Int64(config.ejectionMillis)])
             }
         }
     }

@@ -29,6 +29,8 @@ final class UpstreamConnection: LoopHandler, UpstreamLeg {
     var deadline: UInt64 = 0
     /// The cluster endpoint this connection goes to (-1: the upstream's one address).
     var endpoint = -1
+    /// Its address as text, made once per connection (the access log's `upstream_address`).
+    var peerLabel = ""
     /// The exchange's outcome is still to be reported to the cluster (its ejection and least-request counts).
     var outcomePending = false
     /// Request trailers waiting for the last chunk.

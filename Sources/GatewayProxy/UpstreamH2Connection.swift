@@ -36,6 +36,8 @@ final class UpstreamH2Connection: LoopHandler, H2ClientDelegate {
 
     /// The cluster endpoint (-1: the upstream's one address).
     let endpoint: Int
+    /// Its address as text (the access log's `upstream_address`).
+    var peerLabel = ""
 
     init(socket: Socket, pool: UpstreamPool, connecting: Bool, tls: TLSSession?, endpoint: Int) throws(H2Error) {
         self.endpoint = endpoint

@@ -60,6 +60,7 @@ final class UpstreamH2Stream: UpstreamLeg {
     }
 
     var target: UpstreamTarget { connection.pool.target }
+    var peerLabel: String { connection.peerLabel }
     var unsentRequestBytes: Int { body.bytes.readableBytes }
 
     /// Activity: the silence limit starts again.

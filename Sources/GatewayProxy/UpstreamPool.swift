@@ -72,6 +72,7 @@ final class UpstreamPool {
             result.socket.close()
             return nil
         }
+        c.peerLabel = endpoint.address.description
         do {
             try worker.loop.register(fd: result.socket.fd, events: IOEvents.all, handler: c)
         } catch {
@@ -152,6 +153,7 @@ final class UpstreamPool {
         }
         let c = UpstreamConnection(socket: result.socket, pool: self, connecting: !result.connected, tls: result.tls)
         c.endpoint = endpoint.index
+        c.peerLabel = endpoint.address.description
         do {
             try worker.loop.register(fd: result.socket.fd, events: IOEvents.all, handler: c)
         } catch {

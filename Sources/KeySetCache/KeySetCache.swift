@@ -23,6 +23,8 @@ public final class KeySetCache<KeySet: Sendable>: Sendable {
     private struct Guarded: Sendable {
         var machine: KeySetCacheStateMachine<KeySet>
         var lockAcquisitions: UInt64 = 0
+        /// Why the last fetch failed; nil once one succeeds (the rollout view).
+        var lastError: String?
     }
 
     private let guarded: AnnotatedMutex<Guarded>
@@ -96,6 +98,9 @@ public final class KeySetCache<KeySet: Sendable>: Sendable {
         locked { m in (m.loaded?.loadedAt, m.loaded?.serving.expiresAt, m.consecutiveFailures) }
     }
 
+    /// Why the most recent fetch failed (nil when it succeeded, or before the first attempt ended).
+    public var lastError: String? { guarded.withLock { $0.lastError } }
+
     /// Background only (blocking): fetches and installs a new set if a refresh is due, an unknown-key refresh
     /// is pending, or `force` is set; returns what happened. Never runs two fetches at once (`.notDue`).
     @discardableResult
@@ -108,11 +113,14 @@ public final class KeySetCache<KeySet: Sendable>: Sendable {
             let set = try parse(fetched.body)
             let now = clock()
             let lifetime = locked { $0.fetchSucceeded(set, advertisedMaxAge: fetched.maxAgeSeconds, now: now) }
+            guarded.withLock { $0.lastError = nil }
             event = .loaded(keys: keyCount(set), lifetimeSeconds: lifetime)
         } catch {
             let now = clock()
             locked { $0.fetchFailed(now: now) }
-            event = .failed(String(describing: error))
+            let why = String(describing: error)
+            guarded.withLock { $0.lastError = why }
+            event = .failed(why)
         }
         onEvent?(event)
         return event

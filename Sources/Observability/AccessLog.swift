@@ -44,11 +44,21 @@ public final class AccessLog {
         }
     }
 
+    /// The upstream's answer: the address that gave it and the time to its response head.
+    public struct Upstream {
+        public var address: String
+        public var micros: UInt64
+        public init(address: String, micros: UInt64) {
+            self.address = address
+            self.micros = micros
+        }
+    }
+
     /// One entry. `path` must already exclude the query string; `route` is a JSON value (`"name"` or `null`).
     public func record(time startMicros: UInt64, route: [UInt8], method: UnsafeRawBufferPointer, path: UnsafeRawBufferPointer,
                        status: Int, upstreamStatus: Int, bytesIn: Int, bytesOut: Int, verdict: StaticString,
                        reason: String? = nil, requestID: UnsafeRawBufferPointer? = nil, protocol proto: StaticString? = nil,
-                       client: Client? = nil) {
+                       client: Client? = nil, upstream: Upstream? = nil) {
         guard enabled else { return }
         let b = buffer
         // Where this line starts, as an offset from the unread start: an append may compact the buffer, which
@@ -86,18 +96,18 @@ public final class AccessLog {
         b.appendDecimal(status)
         b.append(",\"upstream_status\":" as StaticString)
         if upstreamStatus > 0 { b.appendDecimal(upstreamStatus) } else { b.append("null" as StaticString) }
+        if let upstream {
+            b.append(",\"upstream_address\":\"" as StaticString)
+            appendEscaped(upstream.address, to: b)
+            b.append("\",\"upstream_ms\":" as StaticString)
+            appendMillis(Int(upstream.micros), to: b)
+        }
         b.append(",\"bytes_in\":" as StaticString)
         b.appendDecimal(bytesIn)
         b.append(",\"bytes_out\":" as StaticString)
         b.appendDecimal(bytesOut)
         b.append(",\"duration_ms\":" as StaticString)
-        let micros = Int(MonotonicClock.nowMicros() &- startMicros)
-        b.appendDecimal(micros / 1000)
-        b.append(byte: UInt8(ascii: "."))
-        let frac = micros % 1000
-        b.append(byte: UInt8(48 + frac / 100))
-        b.append(byte: UInt8(48 + (frac / 10) % 10))
-        b.append(byte: UInt8(48 + frac % 10))
+        appendMillis(Int(MonotonicClock.nowMicros() &- startMicros), to: b)
         b.append(",\"verdict\":\"" as StaticString)
         b.append(verdict)
         if let reason {
@@ -118,6 +128,16 @@ public final class AccessLog {
         }
         b.append("\"}\n" as StaticString)
         if b.readableBytes > maxWrite { flush(upTo: b.readerIndex + lineOffset) }
+    }
+
+    /// Microseconds as milliseconds with three decimals (a JSON number).
+    private func appendMillis(_ micros: Int, to b: ByteBuffer) {
+        b.appendDecimal(micros / 1000)
+        b.append(byte: UInt8(ascii: "."))
+        let frac = micros % 1000
+        b.append(byte: UInt8(48 + frac / 100))
+        b.append(byte: UInt8(48 + (frac / 10) % 10))
+        b.append(byte: UInt8(48 + frac % 10))
     }
 
     private func appendEscaped(_ text: String, to b: ByteBuffer) {

@@ -18,10 +18,14 @@ public enum Logger {
     /// `--log-level`: messages below `level` are dropped (default `info`).
     public static func setMinimumLevel(_ level: Level) { minimum.store(level.rank, ordering: .relaxed) }
 
-    public static func debug(_ m: String, _ f: KeyValuePairs<String, String> = [:]) { log(.debug, m, f) }
+    public static func debug(_ m: String, _ f: KeyValuePairs<String, String> = [:], numbers: KeyValuePairs<String, Int64> = [:]) {
+        log(.debug, m, f, numbers: numbers)
+    }
 
-    /// Writes `{"time":…,"level":…,"msg":…, fields…}` to standard error.
-    public static func log(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, String> = [:]) {
+    /// Writes `{"time":…,"level":…,"msg":…, fields…, numbers…}` to standard error: `fields` as JSON strings,
+    /// `numbers` (counts, durations, sizes) as JSON numbers.
+    public static func log(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, String> = [:],
+                           numbers: KeyValuePairs<String, Int64> = [:]) {
         guard level.rank >= minimum.load(ordering: .relaxed) else { return }
         let b = ByteBuffer(capacity: 256)
         var clock = WallClock()
@@ -35,6 +39,11 @@ public enum Logger {
             b.append(":")
             b.append(JSONText.quoted(v))
         }
+        for (k, v) in numbers {
+            b.append(",")
+            b.append(JSONText.quoted(k))
+            b.append(":\(v)")
+        }
         b.append("}\n" as StaticString)
         lock.withLock { _ in
             var p = b.readable
@@ -46,7 +55,13 @@ public enum Logger {
         }
     }
 
-    public static func info(_ m: String, _ f: KeyValuePairs<String, String> = [:]) { log(.info, m, f) }
-    public static func warn(_ m: String, _ f: KeyValuePairs<String, String> = [:]) { log(.warn, m, f) }
-    public static func error(_ m: String, _ f: KeyValuePairs<String, String> = [:]) { log(.error, m, f) }
+    public static func info(_ m: String, _ f: KeyValuePairs<String, String> = [:], numbers: KeyValuePairs<String, Int64> = [:]) {
+        log(.info, m, f, numbers: numbers)
+    }
+    public static func warn(_ m: String, _ f: KeyValuePairs<String, String> = [:], numbers: KeyValuePairs<String, Int64> = [:]) {
+        log(.warn, m, f, numbers: numbers)
+    }
+    public static func error(_ m: String, _ f: KeyValuePairs<String, String> = [:], numbers: KeyValuePairs<String, Int64> = [:]) {
+        log(.error, m, f, numbers: numbers)
+    }
 }

@@ -62,7 +62,19 @@ public final class LoopMetrics {
     /// holding, state work and the upstream included).
     public private(set) var requestDuration: [Int: Histogram] = [:]
 
+    /// Verified requests per route id and app id (the rollout view's top app ids): at most `maxAppKeys` pairs per
+    /// loop, later ones counted under `AppRequestKey.otherApps`.
+    public private(set) var appRequests: [AppRequestKey: UInt64] = [:]
+    public static let maxAppKeys = 256
+
     public init() {}
+
+    /// A verified request on `route` from `appID` (an id the verifier accepted; never a token).
+    public func verifiedApp(route: Int, appID: String) {
+        var key = AppRequestKey(route: route, appID: appID)
+        if appRequests[key] == nil && appRequests.count >= Self.maxAppKeys { key.appID = AppRequestKey.otherApps }
+        appRequests[key, default: 0] &+= 1
+    }
 
     @inline(__always) public func requestDone(route: Int, micros: UInt64) {
         requestDuration[route, default: Histogram()].observe(micros: micros)
@@ -92,7 +104,20 @@ public final class LoopMetrics {
         var s = LoopMetricsSnapshot(requests: requests, verifications: verifications, upstreamLatency: upstreamLatency)
         s.tunnels = tunnels
         s.requestDuration = requestDuration
+        s.appRequests = appRequests
         return s
+    }
+}
+
+/// A route id and an app id, counted together.
+public struct AppRequestKey: Hashable, Sendable {
+    public var route: Int
+    public var appID: String
+    /// Where app ids past a loop's bound are counted.
+    public static let otherApps = "(other)"
+    public init(route: Int, appID: String) {
+        self.route = route
+        self.appID = appID
     }
 }
 
@@ -118,6 +143,7 @@ public struct LoopMetricsSnapshot: Sendable {
     public var upstreamLatency: [Int: Histogram] = [:]
     public var tunnels: [Int: TunnelCounters] = [:]
     public var requestDuration: [Int: Histogram] = [:]
+    public var appRequests: [AppRequestKey: UInt64] = [:]
 
     public init(requests: [Int: UInt64] = [:], verifications: [Int: UInt64] = [:], upstreamLatency: [Int: Histogram] = [:]) {
         self.requests = requests
@@ -131,19 +157,20 @@ public struct LoopMetricsSnapshot: Sendable {
         for (k, h) in other.upstreamLatency { upstreamLatency[k, default: Histogram()].merge(h) }
         for (k, t) in other.tunnels { tunnels[k, default: TunnelCounters()].merge(t) }
         for (k, h) in other.requestDuration { requestDuration[k, default: Histogram()].merge(h) }
+        for (k, n) in other.appRequests { appRequests[k, default: 0] &+= n }
     }
 }
 
-/// How a verification key packs: verifier id (`MetricNames`), outcome, reason index.
+/// How a verification key packs: route id and verifier id (`MetricNames`), outcome, reason index.
 public enum VerificationKey {
     public enum Outcome: Int, Sendable { case verified = 0, failed = 1, absent = 2 }
 
-    @inline(__always) public static func make(verifier: Int, outcome: Outcome, reason: Int) -> Int {
-        verifier << 16 | outcome.rawValue << 8 | (reason & 0xFF)
+    @inline(__always) public static func make(route: Int, verifier: Int, outcome: Outcome, reason: Int) -> Int {
+        (route & 0xFFFF) << 32 | (verifier & 0xFFFF) << 16 | outcome.rawValue << 8 | (reason & 0xFF)
     }
 
-    public static func split(_ key: Int) -> (verifier: Int, outcome: Outcome, reason: Int) {
-        (key >> 16, Outcome(rawValue: (key >> 8) & 0xFF) ?? .failed, key & 0xFF)
+    public static func split(_ key: Int) -> (route: Int, verifier: Int, outcome: Outcome, reason: Int) {
+        ((key >> 32) & 0xFFFF, (key >> 16) & 0xFFFF, Outcome(rawValue: (key >> 8) & 0xFF) ?? .failed, key & 0xFF)
     }
 }
 
@@ -160,7 +187,19 @@ public final class ProcessMetrics: Sendable {
         var reloads: [String: UInt64] = [:]                    // result → count
         var h2Closed: [String: UInt64] = [:]                   // reason → count
         var configHash = ""
+        var configLoadedAt: Int64 = 0
+        var reloadHistory: [ReloadRecord] = []
     }
+
+    /// One reload, for the rollout view: when, whether it applied, the file's hash after it, and why not.
+    public struct ReloadRecord: Sendable {
+        public let at: Int64
+        public let ok: Bool
+        public let hash: String
+        public let error: String?
+    }
+    /// Reloads remembered (the newest).
+    public static let reloadHistoryLimit = 20
     private let state = AnnotatedMutex(State())
 
     public func jwksRefresh(verifier: String, ok: Bool, keys: Int?) {
@@ -177,7 +216,22 @@ public final class ProcessMetrics: Sendable {
         }
     }
 
-    public func reload(ok: Bool) { state.withLock { $0.reloads[ok ? "success" : "failure", default: 0] &+= 1 } }
+    /// A reload ended: applied (`ok`, with the new file's hash set before) or refused with `error` (a configuration
+    /// error: its file:line and message, secrets already redacted).
+    public func reload(ok: Bool, error: String? = nil, at time: Int64? = nil) {
+        let at = time ?? WallClock.unixSeconds()
+        state.withLock { s in
+            s.reloads[ok ? "success" : "failure", default: 0] &+= 1
+            if ok { s.configLoadedAt = at }
+            s.reloadHistory.append(ReloadRecord(at: at, ok: ok, hash: s.configHash, error: error))
+            if s.reloadHistory.count > Self.reloadHistoryLimit { s.reloadHistory.removeFirst(s.reloadHistory.count - Self.reloadHistoryLimit) }
+        }
+    }
+
+    /// The running configuration's hash, when it was applied, and the latest reloads (oldest first).
+    public var configStatus: (hash: String, loadedAt: Int64, reloads: [ReloadRecord]) {
+        state.withLock { ($0.configHash, $0.configLoadedAt, $0.reloadHistory) }
+    }
 
     /// An HTTP/2 connection the gateway ended for its client's misbehaviour (rare by nature, so a lock is fine).
     public func h2ConnectionClosed(reason: String) { state.withLock { $0.h2Closed[reason, default: 0] &+= 1 } }
@@ -185,7 +239,13 @@ public final class ProcessMetrics: Sendable {
     /// The reasons ``h2ConnectionClosed(reason:)`` is called with (`H2Failure.label`), rendered as 0 until they happen.
     public static let h2CloseReasons = ["ping_flood", "protocol_error", "rapid_reset", "settings_flood"]
 
-    public func setConfigHash(_ hash: String) { state.withLock { $0.configHash = hash } }
+    public func setConfigHash(_ hash: String, at time: Int64? = nil) {
+        let at = time ?? WallClock.unixSeconds()
+        state.withLock { s in
+            if s.configLoadedAt == 0 { s.configLoadedAt = at }
+            s.configHash = hash
+        }
+    }
 
     /// Appends the process-wide families in Prometheus text format.
     public func render(into out: inout PrometheusText) {

@@ -95,7 +95,8 @@ def test_metrics_carry_build_info_process_families_and_no_empty_reason(start_gat
         values['attest_gateway_request_duration_seconds_count{route="api"}']
     # A verified result has no reason, and no empty reason label stands in for it.
     assert 'reason=""' not in text
-    assert any(k.startswith('attest_gateway_verifications_total{verifier="fb",result="verified"}') for k in values), text
+    # ... and the route it happened on is the last label (the rollout view's per-route numbers come from it).
+    assert values.get('attest_gateway_verifications_total{verifier="fb",result="verified",route="api"}', 0) >= 1, text
 
 
 def test_registration_and_unmatched_forward_auth_calls_have_their_own_route_label(start_gateway, start_upstream, tmp_path):
@@ -117,3 +118,62 @@ def test_registration_and_unmatched_forward_auth_calls_have_their_own_route_labe
     assert 'attest_gateway_requests_total{route="registration",status="200"} 1' in text, text
     assert 'attest_gateway_requests_total{route="forward_auth",status="404"} 1' in text, text
     assert 'attest_gateway_requests_total{route="-",status="404"} 1' in text, text
+
+
+def test_stats_counts_each_route_in_the_rollout_categories(start_gateway, start_upstream, start_dev_issuer):
+    """GET /stats (PROTOCOL.md Additions "Rollout view"): per route, Firebase's categories over the last hour and
+    day; the Firebase SDK placeholder counted apart from invalid tokens; GET / is the page that reads it."""
+    up, iss = start_upstream(), start_dev_issuer()
+    gport, aport = free_port(), free_port()
+    cfg = gateway_config(gport, {"api": up.url}, verifiers={"fb": H.app_check_verifier(iss.jwks_url)},
+                         routes=[{"name": "api", "match": {"path_prefix": "/api"}, "upstream": "api", "verify": ["fb"]},
+                                 {"name": "watch", "match": {"path_prefix": "/watch"}, "upstream": "api", "verify": ["fb"],
+                                  "mode": "monitor"},
+                                 {"name": "open", "match": {"path_prefix": "/"}, "upstream": "api"}])
+    gw = start_gateway(cfg + f"admin:\n  address: 127.0.0.1:{aport}\n")
+    H.wait_gateway_accepts(gw.port, "/api/warm", "X-Firebase-AppCheck", iss.token())
+    placeholder = "eyJlcnJvciI6IlVOS05PV05fRVJST1IifQ=="
+
+    def send(path, token=None):
+        headers = [("X-Firebase-AppCheck", token)] if token else []
+        r = U.one_shot(gw.port, H.http_get(path, headers))
+        return r.status
+
+    assert [send("/api/a", iss.token()) for _ in range(2)] == [200, 200]
+    assert send("/api/b") == 401
+    assert send("/api/c", placeholder) == 401
+    assert send("/api/d", iss.token(expired=True)) == 401
+    assert [send("/watch/x"), send("/watch/y", iss.token()), send("/watch/z", placeholder)] == [200, 200, 200]
+    assert send("/other") == 200
+
+    status, doc = _get(aport, "/stats")
+    assert status == 200
+    routes = {r["name"]: r for r in doc["routes"]}
+    assert set(routes) == {"api", "watch"}, "a route without verifiers has nothing to show"
+    api, watch = routes["api"], routes["watch"]
+    assert (api["mode"], watch["mode"], api["verifiers"]) == ("enforce", "monitor", ["fb"])
+    expected_api = {"verified": 3, "missing": 0 + 1, "client_attestation_failed": 1, "invalid": {"expired": 1},
+                    "replayed": 0, "unavailable": 0}
+    # wait_gateway_accepts polled until one passed: its earlier tries (before the key set loaded) may be refusals.
+    got = dict(api["last_hour"])
+    assert got["verified"] >= 3 and got["missing"] >= 1
+    assert {k: got[k] for k in ("client_attestation_failed", "invalid", "replayed")} == \
+        {k: expected_api[k] for k in ("client_attestation_failed", "invalid", "replayed")}, got
+    assert api["last_day"] == api["last_hour"]
+    assert watch["last_hour"] == {"verified": 1, "missing": 1, "client_attestation_failed": 1, "invalid": {},
+                                  "replayed": 0, "unavailable": 0}
+    assert watch["would_reject_percent"] == 66.7
+    assert sum(m["verified"] for m in watch["minutes"]) == 1 and sum(m["rejected"] for m in watch["minutes"]) == 2
+    assert len(watch["minutes"]) == 60
+    assert {r["reason"]: r["count"] for r in watch["top_reasons"]} == {"missing_token": 1, "client_attestation_failed": 1}
+    assert [a["count"] for a in watch["top_app_ids"]] == [1]
+    assert [k["verifier"] for k in doc["key_sets"]] == ["fb"] and doc["key_sets"][0]["last_error"] is None
+    assert doc["config"]["hash"] and doc["config"]["reloads"] == []
+    assert placeholder not in json.dumps(doc)
+
+    with _NO_PROXY.open(f"http://127.0.0.1:{aport}/", timeout=5) as r:
+        page = r.read().decode()
+        assert r.headers["Content-Type"] == "text/html; charset=utf-8"
+        csp = r.headers["Content-Security-Policy"]
+    assert "default-src 'none'" in csp and "connect-src 'self'" in csp and "unsafe-inline" not in csp
+    assert "fetch(\"/stats\"" in page and "http://" not in page.replace("http://www.w3.org/2000/svg", "")

@@ -157,6 +157,33 @@ def test_missing_token(ac):
     reject(ac, "/enforce/missing", [], 401, "missing_token")
 
 
+# What Firebase SDKs send when the device could not attest: base64 of {"error":"UNKNOWN_ERROR"}. Refused like any
+# invalid token, under its own reason (PROTOCOL.md Additions), in every base64 spelling an SDK might use.
+PLACEHOLDER = "eyJlcnJvciI6IlVOS05PV05fRVJST1IifQ=="
+
+
+@pytest.mark.parametrize("token", [PLACEHOLDER, PLACEHOLDER.rstrip("="),
+                                   __import__("base64").b64encode(b'{"error":"DEVICE_CHECK_FAILED"}').decode()])
+def test_sdk_placeholder_token_is_client_attestation_failed(ac, token):
+    reject(ac, "/enforce/placeholder", [(H, token)], 401, "client_attestation_failed")
+
+
+@pytest.mark.parametrize("near", [
+    __import__("base64").b64encode(b'{"error":"unknown"}').decode(),            # not an SDK error name
+    __import__("base64").b64encode(b'{"error":"UNKNOWN_ERROR","x":1}').decode(),  # more than the placeholder
+    __import__("base64").b64encode(b' {"error":"UNKNOWN_ERROR"}').decode(),
+    PLACEHOLDER + "=",                                                         # padding too long
+    PLACEHOLDER[:-2] + "==" + "AA",                                            # padding in the middle
+])
+def test_near_placeholders_are_malformed_tokens(ac, near):
+    reject(ac, "/enforce/near-placeholder", [(H, near)], 401, "malformed_token")
+
+
+def test_placeholder_on_monitor_route_is_forwarded_unverified(ac):
+    req = forwarded(ac, "/monitor/placeholder", [(H, PLACEHOLDER)])
+    assert req.one("x-attest-verdict") != "verified"
+
+
 def test_expired_token(ac):
     reject(ac, "/enforce/expired", [(H, ac.A.token(expired=True))], 401, "expired")
 

@@ -1,5 +1,6 @@
 """Graceful shutdown (SIGTERM/SIGINT, drain_timeout) and the JSON access log."""
 
+import json
 import signal
 import socket
 import threading
@@ -163,3 +164,7 @@ def test_access_log_line_per_request(start_gateway, start_upstream):
     for name, value in secrets.items():
         if "SECRET" in value:
             assert value not in text and "SECRET" not in text, f"{name} value logged"
+    # The operational log (standard error) writes counts as JSON numbers, not strings.
+    ops = [json.loads(l) for l in gw.stderr().splitlines() if l.startswith("{")]
+    listening = [l for l in ops if l.get("msg") == "listening"]
+    assert listening and all(isinstance(l["workers"], int) and l["workers"] >= 1 for l in listening), listening

@@ -135,6 +135,10 @@ def test_the_access_log_says_who_sent_what_and_what_decided(env):
         ("127.0.0.2", "203.0.113.9", "gw.test", 'probe/1.0 "quoted"'), line
     assert (line["verifier"], line["app_id"], line["verdict"]) == ("fb", "1:123456789012:ios:logs", "verified"), line
     assert isinstance(line["status"], int) and isinstance(line["duration_ms"], float), line
+    # Where the answer came from and how long the upstream took to its response head (part of the whole).
+    assert line["upstream_address"] == env.up.url.split("//", 1)[1].rstrip("/"), line
+    assert isinstance(line["upstream_ms"], float) and 0 < line["upstream_ms"] <= line["duration_ms"], line
     parse_error = next(l for l in lines if l.get("status") == 400 and l.get("method") == "-")
     assert parse_error["client"] == "127.0.0.3" and parse_error.get("request_id"), parse_error
+    assert "upstream_address" not in parse_error and "upstream_ms" not in parse_error, parse_error
     assert token not in env.gw.stdout_path.read_text()

@@ -1,0 +1,34 @@
+import JOSE
+
+/// The token Firebase's SDKs send in place of an App Check token when attestation failed on the device: the
+/// base64 of `{"error":"UNKNOWN_ERROR"}` (other upper-case error names accepted too). It is refused like any
+/// invalid token, but as `client_attestation_failed`, so a rollout can tell devices that could not attest from
+/// forged tokens.
+enum AppCheckPlaceholder {
+    /// Longest placeholder considered: base64 of `{"error":"` + 64 name bytes + `"}` is 100 characters.
+    static let maxBytes = 100
+
+    /// Whether `token` is such a placeholder: no '.' (a JWS always has two), standard or URL base64 with optional
+    /// padding, decoding to exactly `{"error":"NAME"}` with NAME of `A–Z`, `0–9`, `_`.
+    static func matches(_ token: UnsafeRawBufferPointer) -> Bool {
+        guard token.count >= 16, token.count <= maxBytes else { return false }
+        var url = [UInt8]()
+        url.reserveCapacity(token.count)
+        var padding = 0
+        for c in token {
+            switch c {
+            case UInt8(ascii: "="): padding += 1; continue
+            case UInt8(ascii: "+"): url.append(UInt8(ascii: "-"))
+            case UInt8(ascii: "/"): url.append(UInt8(ascii: "_"))
+            default: url.append(c)
+            }
+            if padding > 0 { return false }   // '=' only at the end
+        }
+        guard padding <= 2, let decoded = url.withUnsafeBytes({ Base64URL.decode($0) }) else { return false }
+        let prefix = Array(#"{"error":""#.utf8), suffix = Array(#""}"#.utf8)
+        guard decoded.count > prefix.count + suffix.count, decoded.starts(with: prefix), decoded.suffix(2).elementsEqual(suffix) else { return false }
+        return decoded[prefix.count..<(decoded.count - suffix.count)].allSatisfy {
+            ($0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z")) || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || $0 == UInt8(ascii: "_")
+        }
+    }
+}
