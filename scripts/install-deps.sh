@@ -4,7 +4,7 @@
 set -euo pipefail
 
 build_pkgs=(pkg-config libssl-dev libcbor-dev libnghttp2-dev libyaml-dev libhiredis-dev libsqlite3-dev libcurl4-openssl-dev)
-test_pkgs=(curl python3 redis-server nginx e2fsprogs openssl nghttp2-client)
+test_pkgs=(curl python3 redis-server nginx e2fsprogs openssl nghttp2-client chromium chromium-driver)
 bench_pkgs=(nginx-light wrk procps haproxy python3 redis-server nghttp2-client nghttp2-server openssl)
 soak_pkgs=(python3 redis-server)
 
@@ -46,6 +46,7 @@ for group in "${@:-build}"; do
     ensure_python_module websockets websockets python3-websockets   # Tests/e2e/test_websocket.py: RFC 6455 client/server
     ensure_python_module grpc grpcio python3-grpcio   # Tests/e2e/test_grpc.py: gRPC client and server
     ensure_python_module cryptography cryptography python3-cryptography   # Tests/e2e/test_verdict_token.py: ES256 check
+    ensure_python_module selenium selenium python3-selenium   # Tests/e2e/test_rollout_view.py: drives headless chromium
   fi
   if [ "$group" = bench ]; then
     ensure_python_module cryptography cryptography python3-cryptography   # scripts/bench/mint_tokens.py
