@@ -21,6 +21,7 @@ play_cert=$(python3 -c 'import base64,hashlib; print(base64.urlsafe_b64encode(ha
 cat > "$tmp/gateway.yml" <<YAML
 version: 1
 listeners: [{name: public, address: 127.0.0.1:18080, http2: true}]   # http2: h2c prior knowledge too
+admin: {address: 127.0.0.1:18081}   # /healthz /readyz /metrics and the rollout view (/ and /stats)
 state: {backend: sqlite, path: state/state.db}   # replay protection for limited_use routes (created here)
 upstreams:
   api: {url: "http://127.0.0.1:13000"}
@@ -165,6 +166,8 @@ call -X POST http://127.0.0.1:18080/api/android/orders -H "X-Play-Integrity: $pt
 
 step "7. monitor mode (route 'catalog'): never rejects, tells the upstream the verdict"
 call http://127.0.0.1:18080/api/catalog/items -H "X-Firebase-AppCheck: $expired"
+echo "  the placeholder a Firebase SDK sends when the device could not attest (counted apart: not a forgery):"
+call http://127.0.0.1:18080/api/catalog/items -H "X-Firebase-AppCheck: eyJlcnJvciI6IlVOS05PV05fRVJST1IifQ=="
 
 step "8. a client claiming 'X-Attest-Verdict: verified' without a token: the upstream sees the truth"
 call http://127.0.0.1:18080/api/catalog/items -H "X-Attest-Verdict: verified"
@@ -192,6 +195,15 @@ step "10. the access log: one JSON line per request with verdict and reason — 
 sleep 0.2
 cat "$tmp/access.log"
 if grep -q "${token##*.}" "$tmp/access.log"; then echo "!! token found in the access log"; exit 1; fi
+
+step "10b. the rollout view: what enforcing each route would reject (open http://127.0.0.1:18081/ in a browser)"
+curl -s http://127.0.0.1:18081/stats | python3 -c '
+import json, sys
+for r in json.load(sys.stdin)["routes"]:
+    h = r["last_hour"]
+    print("  %-9s %-7s verified %d, missing %d, device could not attest %d, invalid %s, replayed %d -> %s %% %s" % (
+        r["name"], r["mode"], h["verified"], h["missing"], h["client_attestation_failed"], h["invalid"] or "{}",
+        h["replayed"], r["would_reject_percent"], "would be rejected if enforced" if r["mode"] == "monitor" else "rejected"))'
 
 step "11. SIGTERM drains and exits 0"
 kill -TERM "$gw"; wait "$gw"; echo "gateway exit code: $?"
