@@ -4,7 +4,7 @@
 set -euo pipefail
 
 build_pkgs=(pkg-config libssl-dev libcbor-dev libnghttp2-dev libyaml-dev libhiredis-dev libsqlite3-dev libcurl4-openssl-dev)
-test_pkgs=(curl python3 redis-server nginx e2fsprogs openssl nghttp2-client chromium chromium-driver)
+test_pkgs=(curl python3 redis-server nginx e2fsprogs openssl nghttp2-client chromium chromium-driver prometheus)
 bench_pkgs=(nginx-light wrk procps haproxy python3 redis-server nghttp2-client nghttp2-server openssl)
 soak_pkgs=(python3 redis-server)
 
@@ -31,12 +31,24 @@ if command -v python3 >/dev/null; then
 fi
 
 # Python modules for the python3 the tests run with: pip if that python has it, else Debian's package.
-# Usage: ensure_python_module MODULE PIP_NAME DEBIAN_PACKAGE
+# Usage: ensure_python_module MODULE PIP_NAME DEBIAN_PACKAGE ("-": none in Debian; pip after python3-pip is installed)
+pip_only=()
 ensure_python_module() {
   python3 -c "import $1" 2>/dev/null && return 0
   echo "install-deps: installing $2"
   python3 -m pip install --quiet "$2" 2>/dev/null && return 0
-  missing+=("$3")
+  if [ "$3" = "-" ]; then
+    pip_only+=("$2")
+    python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
+  else
+    missing+=("$3")
+  fi
+}
+# Debian's own python3 refuses plain `pip install` (PEP 668): a pip-only module goes to the user's site-packages.
+install_pip_only() {
+  for m in "${pip_only[@]+"${pip_only[@]}"}"; do
+    python3 -m pip install --quiet --user --break-system-packages "$m" 2>/dev/null || python3 -m pip install --quiet --user "$m"
+  done
 }
 for group in "${@:-build}"; do
   if [ "$group" = test ]; then
@@ -46,6 +58,8 @@ for group in "${@:-build}"; do
     ensure_python_module websockets websockets python3-websockets   # Tests/e2e/test_websocket.py: RFC 6455 client/server
     ensure_python_module grpc grpcio python3-grpcio   # Tests/e2e/test_grpc.py: gRPC client and server
     ensure_python_module cryptography cryptography python3-cryptography   # Tests/e2e/test_verdict_token.py: ES256 check
+    # Tests/e2e/test_monitoring_deploy.py: Kubernetes schemas (no Debian package; pip). promtool comes from prometheus.
+    ensure_python_module kubernetes_validate kubernetes-validate -
     ensure_python_module selenium selenium python3-selenium   # Tests/e2e/test_rollout_view.py: drives headless chromium
   fi
   if [ "$group" = bench ]; then
@@ -57,7 +71,7 @@ for group in "${@:-build}"; do
   fi
 done
 
-if [ "${#missing[@]}" -eq 0 ]; then exit 0; fi
+if [ "${#missing[@]}" -eq 0 ]; then install_pip_only; exit 0; fi
 
 echo "install-deps: installing ${missing[*]}"
 SUDO=""
@@ -65,3 +79,4 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+install_pip_only

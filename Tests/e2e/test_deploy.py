@@ -2,8 +2,10 @@
 
 - Kubernetes: every YAML document under deploy/ parses and is a well-formed object; every container has an image
   and resource limits; the gateway's probes hit /healthz and /readyz on the admin port of the gateway.yml it
-  mounts, which `attest-gateway check-config` accepts; Services never expose the admin port; replicas that need
-  state share it through Redis.
+  mounts, which `attest-gateway check-config` accepts; Services never expose the admin port, except a metrics
+  Service (labelled app.kubernetes.io/component: metrics) for Prometheus, which is headless and carries the admin
+  port alone; replicas that need state share it through Redis. deploy/prometheus/ holds Prometheus rule files, not
+  Kubernetes objects (test_monitoring_deploy.py checks them).
 - systemd: the unit carries the hardening chosen for it (and `systemd-analyze verify` has nothing to say, where
   it is installed).
 - Containerfile: the build stage runs the Makefile's `make build` steps (the target the README names), the runtime
@@ -32,7 +34,7 @@ from harness import REPO, run_cli
 DEPLOY = REPO / "deploy"
 CONTAINERFILE = DEPLOY / "Containerfile"
 UNIT = DEPLOY / "systemd" / "attest-gateway.service"
-MANIFESTS = sorted(p for p in DEPLOY.rglob("*") if p.suffix in (".yaml", ".yml"))
+MANIFESTS = sorted(p for p in DEPLOY.rglob("*") if p.suffix in (".yaml", ".yml") and DEPLOY / "prometheus" not in p.parents)
 POD_OWNERS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"}
 DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
@@ -146,6 +148,13 @@ def _gateways(path: Path):
                 yield owner, meta, pod, c, yaml.safe_load(text), text
 
 
+def _services_for(path: Path) -> list[dict]:
+    """The Services that apply to the workloads of `path`: its own, and those of the Kubernetes files without a
+    workload of their own (add-ons applied next to any example, such as servicemonitor.yaml)."""
+    files = [path] + [p for p in MANIFESTS if p != path and p.parent == path.parent and not any(_pod_specs(_documents(p)))]
+    return [d for f in files for d in _documents(f) if d["kind"] == "Service"]
+
+
 def test_deploy_has_manifests():
     names = {p.name for p in MANIFESTS}
     assert {"sidecar.yaml", "redis-replicas.yaml"} <= names, names
@@ -199,13 +208,12 @@ def test_gateway_config_passes_check_config(path, gateway_bin, tmp_path):
                            stdin=subprocess.DEVNULL, env=environment)
         out = (p.stdout + p.stderr).decode("utf-8", "replace")
         assert p.returncode == 0 and p.stdout.decode().strip() == "ok", f"{path.name}: {out}"
-    if path.parent.name == "kubernetes":
+    if path.parent.name == "kubernetes" and any(_pod_specs(_documents(path))):
         assert found, f"{path.name}: no attest-gateway container"
 
 
 @pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: str(p.relative_to(DEPLOY)))
 def test_gateway_probes_ports_and_shutdown(path):
-    docs = _documents(path)
     for owner, meta, pod, c, cfg, _ in _gateways(path):
         where = f"{path.name}: {owner['metadata']['name']}/{c['name']}"
         ports = {p["name"]: p["containerPort"] for p in c.get("ports", []) if "name" in p}
@@ -218,11 +226,17 @@ def test_gateway_probes_ports_and_shutdown(path):
         listener_ports = {_port(l["address"]) for l in cfg["listeners"]}
         assert listener_ports <= set(ports.values()), f"{where}: listener ports {listener_ports} not declared"
 
-        for svc in (d for d in docs if d["kind"] == "Service"):
+        for svc in _services_for(path):
             if svc["spec"].get("selector", {}).items() <= meta.get("labels", {}).items():
-                for sp in svc["spec"]["ports"]:
-                    target = ports.get(sp.get("targetPort"), sp.get("targetPort", sp["port"]))
-                    assert target in listener_ports, f"{where}: Service {svc['metadata']['name']} targets {target}, not a listener"
+                targets = {ports.get(sp.get("targetPort"), sp.get("targetPort", sp["port"])) for sp in svc["spec"]["ports"]}
+                name = svc["metadata"]["name"]
+                if svc["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "metrics":
+                    # For Prometheus only: discovery without a virtual IP, the admin port and nothing else.
+                    assert targets == {_port(admin)}, f"{where}: metrics Service {name} targets {targets}, not the admin port alone"
+                    assert svc["spec"].get("type", "ClusterIP") == "ClusterIP" and svc["spec"].get("clusterIP") == "None", \
+                        f"{where}: metrics Service {name} must be headless (type ClusterIP, clusterIP: None)"
+                else:
+                    assert targets <= listener_ports, f"{where}: Service {name} targets {targets - listener_ports}, not a listener"
 
         workers = _arg(c["args"], "--workers")
         if workers is not None:
