@@ -8,39 +8,64 @@ import JOSE
 /// verifiers and prints why it passed or failed ("why was this device rejected?"). Time, root and counter come
 /// from the command line instead of the clock and the state store.
 enum AppAttestCommand {
-    static let usage = """
-    Usage:
-      attest-gateway appattest verify-attestation --attestation FILE --key-id BASE64 --team-id T --bundle-id B
-          (--challenge TEXT | --client-data-hash HEX) [--environment production|development|any] [--at RFC3339]
-          [--root-ca PEM]
-      attest-gateway appattest verify-assertion --assertion FILE --client-data FILE --team-id T --bundle-id B
-          (--public-key PEM | --attestation FILE) [--previous-counter N]
+    static let attestationHelp = CommandHelp(
+        "attest-gateway appattest verify-attestation",
+        synopsis: ["--attestation FILE --key-id BASE64 --team-id T --bundle-id B",
+                   "(--challenge TEXT | --client-data-hash HEX) [--environment ENV] [--at RFC3339] [--root-ca PEM]"],
+        summary: "Verifies one App Attest attestation offline and prints the verdict and its fields as JSON.",
+        options: [
+            OptionHelp("--attestation", "FILE", "the attestation object, raw CBOR or base64 (\"-\": standard input)"),
+            OptionHelp("--key-id", "BASE64", "the key id the app sent (standard base64 of 32 bytes)"),
+            OptionHelp("--team-id", "T", "the Apple team id (the App ID is T.B)"),
+            OptionHelp("--bundle-id", "B", "the bundle id"),
+            OptionHelp("--challenge", "TEXT", "clientDataHash = SHA-256(TEXT), as the gateway's registration computes it"),
+            OptionHelp("--client-data-hash", "HEX", "the clientDataHash as given"),
+            OptionHelp("--environment", "ENV", "the aaguid accepted: production (default), development or any"),
+            OptionHelp("--at", "RFC3339", "the verification time (default now)"),
+            OptionHelp("--root-ca", "PEM", "the trust anchor (default the built-in Apple App Attestation Root CA)"),
+        ])
 
+    static let assertionHelp = CommandHelp(
+        "attest-gateway appattest verify-assertion",
+        synopsis: ["--assertion FILE --client-data FILE --team-id T --bundle-id B",
+                   "(--public-key PEM | --attestation FILE) [--previous-counter N]"],
+        summary: "Verifies one App Attest assertion offline against a key and prints the verdict and its fields as JSON.",
+        options: [
+            OptionHelp("--assertion", "FILE", "the assertion object, raw CBOR or base64 (\"-\": standard input)"),
+            OptionHelp("--client-data", "FILE", "the exact bytes the app hashed"),
+            OptionHelp("--team-id", "T", "the Apple team id (the App ID is T.B)"),
+            OptionHelp("--bundle-id", "B", "the bundle id"),
+            OptionHelp("--public-key", "PEM", "the key, a P-256 \"BEGIN PUBLIC KEY\" PEM file"),
+            OptionHelp("--attestation", "FILE", "take the key from this attestation's leaf certificate (its chain not checked)"),
+            OptionHelp("--previous-counter", "N", "the highest counter accepted so far, 0 to 4294967295 (default 0)"),
+        ])
+
+    static let usage = CommandHelp.usage([attestationHelp, assertionHelp], notes: """
     An attestation or assertion FILE holds the raw CBOR or its base64 text; a --client-data FILE holds the exact
     bytes the app hashed. "-" reads standard input (for one FILE or PEM at most). --challenge hashes TEXT with
-    SHA-256, as the gateway's registration does; --client-data-hash is used as given. --environment defaults to
-    production, --at to now, --root-ca to the built-in Apple App Attestation Root CA. --public-key is a P-256
-    "BEGIN PUBLIC KEY" PEM file; --attestation takes the key from that attestation's leaf certificate without
-    checking its chain (verify the attestation itself with verify-attestation). --previous-counter defaults to 0.
+    SHA-256, as the gateway's registration does; --client-data-hash is used as given. --at is RFC 3339, e.g.
+    2026-04-21T12:00:00Z. --attestation (verify-assertion) takes the key from that attestation's leaf certificate
+    without checking its chain (verify the attestation itself with verify-attestation).
 
     Prints one JSON object: "verified"; when false, "reason" (the gateway's reason code) and "detail" (the check
     that failed); and every field that could be decoded. Exit 0 verified, 1 rejected, 2 usage error.
-    """
+    """)
 
     static func run(_ args: [String]) -> Int32 {
         let rest = Array(args.dropFirst())
         switch args.first {
-        case "verify-attestation": return command("verify-attestation", rest, verifyAttestation)
-        case "verify-assertion": return command("verify-assertion", rest, verifyAssertion)
+        case "verify-attestation": return command("verify-attestation", attestationHelp, rest, verifyAttestation)
+        case "verify-assertion": return command("verify-assertion", assertionHelp, rest, verifyAssertion)
         case "--help", "-h": print(usage); return ExitCode.ok
         default: printErr(usage); return ExitCode.usage
         }
     }
 
     /// Parses `args`, runs `body` and turns a usage error into a message and exit code 2.
-    private static func command(_ name: String, _ args: [String], _ body: (Options) throws(UsageError) -> Int32) -> Int32 {
+    private static func command(_ name: String, _ help: CommandHelp, _ args: [String],
+                                _ body: (Options) throws(UsageError) -> Int32) -> Int32 {
         do throws(UsageError) {
-            let options = try Options.parse(args, valued: valuedOptions[name]!).get()
+            let options = try Options.parse(args, for: help).get()
             if options.help { print(usage); return ExitCode.ok }
             return try body(options)
         } catch {
@@ -48,13 +73,6 @@ enum AppAttestCommand {
             return ExitCode.usage
         }
     }
-
-    private static let valuedOptions: [String: Set<String>] = [
-        "verify-attestation": ["--attestation", "--key-id", "--team-id", "--bundle-id", "--challenge", "--client-data-hash",
-                               "--environment", "--at", "--root-ca"],
-        "verify-assertion": ["--assertion", "--client-data", "--team-id", "--bundle-id", "--public-key", "--attestation",
-                             "--previous-counter"],
-    ]
 
     private static func verifyAttestation(_ options: Options) throws(UsageError) -> Int32 {
         try atMostOneStandardInput(options, "--attestation", "--root-ca")

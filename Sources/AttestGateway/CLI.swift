@@ -3,28 +3,29 @@ import GatewayCore
 
 /// The `attest-gateway` command line: parses the command and hands off to it.
 enum CLI {
+    static let versionHelp = CommandHelp("attest-gateway version", summary: "Prints attest-gateway VERSION (also: attest-gateway --version).")
+    static let helpHelp = CommandHelp(
+        "attest-gateway help", synopsis: ["[COMMAND]"],
+        summary: "Prints this help (also: --help, -h); with COMMAND, that command's help (as COMMAND --help).")
+
+    /// Every command with every option it takes, in the order the help lists them.
+    static let commands: [CommandHelp] = [
+        ServeCommand.help, CheckConfigCommand.help, versionHelp, AppAttestCommand.attestationHelp, AppAttestCommand.assertionHelp,
+        PlayIntegrityCommand.help, helpHelp,
+    ]
+
     static let usage = """
     attest-gateway — app-integrity edge gateway (Firebase App Check, Apple App Attest, DeviceCheck, Play Integrity)
 
-    Usage:
-      attest-gateway serve [--config FILE] [--workers N] [--no-access-log]
-      attest-gateway check-config [--config FILE]
-      attest-gateway version
-      attest-gateway appattest verify-attestation --attestation FILE --key-id BASE64 --team-id T --bundle-id B
-          (--challenge TEXT | --client-data-hash HEX) [--environment production|development|any] [--at RFC3339]
-          [--root-ca PEM]
-      attest-gateway appattest verify-assertion --assertion FILE --client-data FILE --team-id T --bundle-id B
-          (--public-key PEM | --attestation FILE) [--previous-counter N]
-      attest-gateway playintegrity verify --token FILE|- --package P
-          (--decryption-key FILE --verification-key FILE | --service-account FILE)
-          [--certificate-sha256 D[,D…]] [--request-hash H | --nonce N] [--at RFC3339]
-      attest-gateway <command> --help
+    \(CommandHelp.usage(commands))
 
-    The development tools (echo upstream, App Check issuer, simulated App Attest device) are a separate executable,
-    attest-gateway-dev (attest-gateway-dev --help); production installs never need it.
+    Every command also takes -h or --help. Options take their value as the next argument or after "=" (--config=FILE).
 
-    Exit codes: 0 success, 1 failure (configuration, start-up or runtime error; appattest,
-    playintegrity: rejected), 2 usage error.
+    The development tools (echo upstream, App Check issuer, simulated App Attest device, Play Integrity test tokens)
+    are a separate executable, attest-gateway-dev (attest-gateway-dev --help); production installs never need it.
+
+    Exit codes: 0 success, 1 failure (configuration, start-up or runtime error; appattest, playintegrity: rejected),
+    2 usage error.
     """
 
     static func run(_ args: [String]) -> Int32 {
@@ -37,17 +38,24 @@ enum CLI {
         case "serve": return ServeCommand.run(rest)
         case "check-config": return CheckConfigCommand.run(rest)
         case "version", "--version":
-            if rest.contains("--help") || rest.contains("-h") { print("Usage: attest-gateway version\n\nPrints the version."); return ExitCode.ok }
-            print("attest-gateway \(GatewayCore.version)")
+            switch Options.parse(rest, for: versionHelp) {
+            case .failure(let e): printErr("version: \(e.message)\n\n\(CommandHelp.usage([versionHelp]))"); return ExitCode.usage
+            case .success(let o) where o.help: print(CommandHelp.usage([versionHelp]))
+            case .success: print("attest-gateway \(GatewayCore.version)")
+            }
             return ExitCode.ok
         case "dev":
             return unknown(command, because: " (the development tools are a separate executable: "
-                + "attest-gateway-dev echo|issuer|token|appattest …)")
+                + "attest-gateway-dev echo|issuer|token|appattest|playintegrity …)")
         case "appattest": return AppAttestCommand.run(rest)
         case "playintegrity": return PlayIntegrityCommand.run(rest)
-        case "--help", "-h", "help":
+        case "--help", "-h":
             print(usage)
             return ExitCode.ok
+        case "help":
+            // `help COMMAND …` is `COMMAND … --help`; a bare `help` (or `help --help`) is this usage.
+            guard let first = rest.first, first != "--help", first != "-h" else { print(usage); return ExitCode.ok }
+            return run(rest + ["--help"])
         default:
             return unknown(command)
         }

@@ -7,18 +7,21 @@ import GatewayProxy
 /// then every file it names, read as `serve` reads them (`ConfigFileCheck`). Never touches the network or the
 /// state store.
 enum CheckConfigCommand {
-    static let usage = """
-    Usage: attest-gateway check-config [--config FILE]
+    static let help = CommandHelp(
+        "attest-gateway check-config", synopsis: ["[--config FILE]"],
+        summary: "Validates the configuration and reads every file it names, without serving; prints \"ok\" or the problems.",
+        options: [OptionHelp("--config", "FILE", "the configuration file (default gateway.yml)")])
 
-    Validates FILE (default gateway.yml) and reads every file it names (certificates, keys, root CAs, JWKS files)
-    as serve does. Prints "ok" and exits 0, or prints one line per problem (FILE:LINE:COLUMN: yaml.path: message)
-    on standard error and exits 1. Warnings (FILE:LINE:COLUMN: yaml.path: warning: message) are printed with the
-    problems, on standard error, and do not change the exit status.
-    """
+    static let usage = CommandHelp.usage([help], notes: """
+    Reads every file FILE names (certificates, keys, root CAs, JWKS files, password files) as serve does, never the
+    network or the state store. Prints "ok" and exits 0, or prints one line per problem (FILE:LINE:COLUMN: yaml.path:
+    message) on standard error and exits 1. Warnings (FILE:LINE:COLUMN: yaml.path: warning: message) are printed with
+    the problems, on standard error, and do not change the exit status.
+    """)
 
     static func run(_ args: [String]) -> Int32 {
         let options: Options
-        switch Options.parse(args, valued: ["--config"]) {
+        switch Options.parse(args, for: help) {
         case .success(let o): options = o
         case .failure(let e): printErr("check-config: \(e.message)\n\n\(usage)"); return ExitCode.usage
         }

@@ -9,30 +9,48 @@ import JOSE
 /// with the classic keys, or through Google with a service account) and prints the verdict and the decision the
 /// gateway's policy makes on it ("why was this device rejected?").
 enum PlayIntegrityCommand {
-    static let usage = """
-    Usage:
-      attest-gateway playintegrity verify --token FILE|- --package P
-          (--decryption-key FILE --verification-key FILE | --service-account FILE)
-          [--certificate-sha256 D[,D…]] [--request-hash H | --nonce N] [--at RFC3339]
-          [--min-device-integrity LABEL] [--app-recognition V[,V…]] [--max-skew DURATION]
-          [--api-base-url URL] [--token-url URL] [--ca-file PEM] [--timeout DURATION]
+    static let help = CommandHelp(
+        "attest-gateway playintegrity verify",
+        synopsis: ["--token FILE --package P", "(--decryption-key FILE --verification-key FILE | --service-account FILE)",
+                   "[--certificate-sha256 D[,D…]] [--request-hash H | --nonce N] [--at RFC3339]",
+                   "[--min-device-integrity LABEL] [--app-recognition V[,V…]] [--max-skew DURATION]",
+                   "[--api-base-url URL] [--token-url URL] [--ca-file PEM] [--timeout DURATION]"],
+        summary: "Decodes one Play Integrity token and prints the verdict and the gateway policy's decision as JSON.",
+        options: [
+            OptionHelp("--token", "FILE", "the token text, whitespace ignored (\"-\": standard input)"),
+            OptionHelp("--package", "P", "the Android package name the token must be for"),
+            OptionHelp("--decryption-key", "FILE", "Play Console's base64 AES key (classic tokens, with --verification-key)"),
+            OptionHelp("--verification-key", "FILE", "Play Console's base64 DER EC public key (classic tokens)"),
+            OptionHelp("--service-account", "FILE", "a Google service-account key file: other tokens go to decodeIntegrityToken"),
+            OptionHelp("--certificate-sha256", "D[,D…]", "the allowed signing-certificate digests, base64url or hex (default: not checked)"),
+            OptionHelp("--request-hash", "H", "must match the token's requestHash (or a classic token's nonce)"),
+            OptionHelp("--nonce", "N", "must match the token's nonce"),
+            OptionHelp("--at", "RFC3339", "the policy's clock (default now)"),
+            OptionHelp("--min-device-integrity", "LABEL", "the weakest device label accepted (default MEETS_DEVICE_INTEGRITY)"),
+            OptionHelp("--app-recognition", "V[,V…]", "the appRecognitionVerdict values accepted (default PLAY_RECOGNIZED)"),
+            OptionHelp("--max-skew", "DURATION", "how far timestampMillis may be from --at, either way (default 5m)"),
+            OptionHelp("--api-base-url", "URL", "Google's Play Integrity API, as api_base_url in gateway.yml"),
+            OptionHelp("--token-url", "URL", "the service account's token endpoint, as token_url"),
+            OptionHelp("--ca-file", "PEM", "the trust anchor for both URLs, as ca_file"),
+            OptionHelp("--timeout", "DURATION", "per call to Google (default 10s)"),
+        ])
 
-    --token holds the token text (whitespace ignored); "-" reads standard input. A token of five dot-separated parts
-    with --decryption-key / --verification-key (Play Console's base64 AES key and base64 DER EC public key files) is
-    decoded locally; any other goes to Google's decodeIntegrityToken with the --service-account key file (--api-base-url,
-    --token-url and --ca-file point it elsewhere, as in gateway.yml). The policy is the gateway's with its defaults:
-    --certificate-sha256 (base64url or hex) is checked when given, --request-hash or --nonce against the token's
-    requestHash / nonce when given; --at defaults to now.
+    static let usage = CommandHelp.usage([help], notes: """
+    A token of five dot-separated parts with --decryption-key / --verification-key (Play Console's base64 AES key and
+    base64 DER EC public key files) is decoded locally; any other goes to Google's decodeIntegrityToken with the
+    --service-account key file (--api-base-url, --token-url and --ca-file point it elsewhere, as in gateway.yml). The
+    policy is the gateway's with its defaults: --certificate-sha256 is checked when given, --request-hash or --nonce
+    against the token's requestHash / nonce when given.
 
     Prints one JSON object: "verified"; when false, "reason" (the gateway's reason code); "verdict" (the decoded payload,
     when it decoded); "checked" (which optional checks ran). Exit 0 verified, 1 rejected, 2 usage error.
-    """
+    """)
 
     static func run(_ args: [String]) -> Int32 {
         switch args.first {
         case "verify":
             do throws(UsageError) {
-                let options = try Options.parse(Array(args.dropFirst()), valued: valued).get()
+                let options = try Options.parse(Array(args.dropFirst()), for: help).get()
                 if options.help { print(usage); return ExitCode.ok }
                 return try verify(options)
             } catch {
@@ -43,12 +61,6 @@ enum PlayIntegrityCommand {
         default: printErr(usage); return ExitCode.usage
         }
     }
-
-    private static let valued: Set<String> = [
-        "--token", "--package", "--decryption-key", "--verification-key", "--service-account", "--certificate-sha256",
-        "--request-hash", "--nonce", "--at", "--min-device-integrity", "--app-recognition", "--max-skew", "--api-base-url",
-        "--token-url", "--ca-file", "--timeout",
-    ]
 
     private static func verify(_ options: Options) throws(UsageError) -> Int32 {
         guard let tokenPath = options.values["--token"], let package = options.values["--package"] else {
@@ -79,13 +91,20 @@ enum PlayIntegrityCommand {
             throw UsageError(message: "--min-device-integrity must be one of \(PlayIntegrityPolicy.deviceLabels.joined(separator: ", "))")
         }
         let recognition = options.values["--app-recognition"] == nil ? ["PLAY_RECOGNIZED"] : try list(options, "--app-recognition")
+        var timeout = 10_000
+        if let text = options.values["--timeout"] {
+            guard let millis = PlayIntegrityTool.durationMillis(text), millis > 0 else {
+                throw UsageError(message: "--timeout must be a duration (10s, 1m)")
+            }
+            timeout = millis
+        }
         let verifier: PlayIntegrityVerifier
         do {
             verifier = try PlayIntegrityTool.verifier(
                 package: package, decryptionKey: options.values["--decryption-key"], verificationKey: options.values["--verification-key"],
                 serviceAccount: options.values["--service-account"], apiBaseURL: options.values["--api-base-url"],
                 tokenURL: options.values["--token-url"], caFile: options.values["--ca-file"],
-                timeoutMillis: PlayIntegrityTool.durationMillis(options.values["--timeout"] ?? "10s") ?? 10_000)
+                timeoutMillis: timeout)
         } catch {
             throw UsageError(message: error.description)
         }

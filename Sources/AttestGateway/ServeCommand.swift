@@ -15,19 +15,25 @@ import Synchronization
 /// `attest-gateway serve`: loads the configuration, starts one event loop per worker and runs until SIGTERM or
 /// SIGINT, then drains.
 enum ServeCommand {
-    static let usage = """
-    Usage: attest-gateway serve [--config FILE] [--workers N] [--no-access-log] [--log-level debug|info|warn|error]
+    static let help = CommandHelp(
+        "attest-gateway serve", synopsis: ["[--config FILE] [--workers N] [--no-access-log] [--log-level LEVEL]"],
+        summary: "Serves the configuration until SIGTERM or SIGINT (then drains); SIGHUP reloads it.",
+        options: [
+            OptionHelp("--config", "FILE", "the configuration file (default gateway.yml)"),
+            OptionHelp("--workers", "N", "event-loop threads, 1 to 256 (default: one per online CPU)"),
+            OptionHelp("--no-access-log", nil, "write no access log (otherwise one JSON line per request on standard output)"),
+            OptionHelp("--log-level", "LEVEL", "the lowest level logged on standard error: debug, info (default), warn or error"),
+        ])
 
-    Serves FILE (default gateway.yml) with N event-loop threads (default: one per CPU core).
+    static let usage = CommandHelp.usage([help], notes: """
     SIGTERM/SIGINT: stop accepting, finish in-flight requests (up to limits.drain_timeout), exit 0.
     SIGHUP: reload FILE; an invalid file (or a change to listeners, admin or state) keeps the running configuration.
-    The access log (one JSON line per request) goes to standard output, other logs (from --log-level, default
-    info) to standard error.
-    """
+    The access log (one JSON line per request) goes to standard output, other logs to standard error.
+    """)
 
     static func run(_ args: [String]) -> Int32 {
         let options: Options
-        switch Options.parse(args, valued: ["--config", "--workers", "--log-level"], booleans: ["--no-access-log"]) {
+        switch Options.parse(args, for: help) {
         case .success(let o): options = o
         case .failure(let e): printErr("serve: \(e.message)\n\n\(usage)"); return ExitCode.usage
         }

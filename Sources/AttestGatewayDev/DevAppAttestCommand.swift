@@ -9,16 +9,59 @@ import JOSE
 /// `attest-gateway-dev appattest …`: a simulated App Attest device and Apple CA for the end-to-end tests and
 /// `make demo`. Each command prints JSON lines in the exact shape a client sends to the gateway.
 enum DevAppAttestCommand {
-    static let usage = """
-    Usage:
-      attest-gateway-dev appattest ca --dir DIR
-      attest-gateway-dev appattest attest --dir DIR --ca CA_DIR --team-id T --bundle-id B --challenge TEXT
-          [--environment production|development] [--validation-category N] [--bundle-version V] [--new-key]
-      attest-gateway-dev appattest assert --dir DIR
-          (--client-data-file FILE | --challenge TEXT | --method M --target T [--body-file FILE] [--timestamp N])
-          [--count N] [--counter START]
-      attest-gateway-dev appattest receipt --ca CA_DIR --receipt FILE --risk-metric N [--not-before-in SECONDS]
+    static let caHelp = CommandHelp(
+        "attest-gateway-dev appattest ca", synopsis: ["--dir DIR"],
+        summary: "Creates a simulated App Attestation CA in DIR unless one is there; prints its root certificate's path.",
+        options: [OptionHelp("--dir", "DIR", "the CA's directory (required)")])
 
+    static let attestHelp = CommandHelp(
+        "attest-gateway-dev appattest attest",
+        synopsis: ["--dir DIR --ca CA_DIR --team-id T --bundle-id B --challenge TEXT",
+                   "[--environment ENV] [--validation-category N] [--bundle-version V] [--new-key]"],
+        summary: "Attests the simulated device's key and prints the registration request body.",
+        options: [
+            OptionHelp("--dir", "DIR", "the device's directory (created with a new key when it holds none; required)"),
+            OptionHelp("--ca", "CA_DIR", "the CA that issues the leaf (from appattest ca; required)"),
+            OptionHelp("--team-id", "T", "the Apple team id (required)"),
+            OptionHelp("--bundle-id", "B", "the bundle id (required)"),
+            OptionHelp("--challenge", "TEXT", "clientDataHash = SHA-256(TEXT) (required)"),
+            OptionHelp("--environment", "ENV", "production (default) or development"),
+            OptionHelp("--validation-category", "N", "add the iOS 27 validation-category extension (N as 4 bytes little-endian)"),
+            OptionHelp("--bundle-version", "V", "add the iOS 27 bundle-version extension"),
+            OptionHelp("--new-key", nil, "always a new key (as after a reinstall), replacing a saved device"),
+        ])
+
+    static let assertHelp = CommandHelp(
+        "attest-gateway-dev appattest assert",
+        synopsis: ["--dir DIR",
+                   "(--client-data-file FILE | --challenge TEXT | --method M --target T [--body-file FILE] [--timestamp N])",
+                   "[--count N] [--counter START]"],
+        summary: "Prints assertion headers signed by the simulated device, one JSON line per assertion.",
+        options: [
+            OptionHelp("--dir", "DIR", "the device's directory (from appattest attest; required)"),
+            OptionHelp("--client-data-file", "FILE", "clientData is this file's bytes"),
+            OptionHelp("--challenge", "TEXT", "binding: challenge — clientData is TEXT"),
+            OptionHelp("--method", "M", "binding: request — the request's method"),
+            OptionHelp("--target", "T", "binding: request — the request target"),
+            OptionHelp("--body-file", "FILE", "binding: request — the body (default empty)"),
+            OptionHelp("--timestamp", "N", "binding: request — unix seconds (default now)"),
+            OptionHelp("--count", "N", "how many assertions, 1 to 10000 (default 1)"),
+            OptionHelp("--counter", "START", "the first counter (default the saved counter plus 1)"),
+        ])
+
+    static let receiptHelp = CommandHelp(
+        "attest-gateway-dev appattest receipt", synopsis: ["--ca CA_DIR --receipt FILE --risk-metric N [--not-before-in SECONDS]"],
+        summary: "Prints (standard base64) a RECEIPT receipt for a key, signed by the CA's simulated receipt signer.",
+        options: [
+            OptionHelp("--ca", "CA_DIR", "the CA whose receipt signer signs (required)"),
+            OptionHelp("--receipt", "FILE", "a receipt naming the key, base64 or raw CMS, e.g. the attestation's (required)"),
+            OptionHelp("--risk-metric", "N", "the new receipt's risk metric (required)"),
+            OptionHelp("--not-before-in", "SECONDS", "its not-before, from now (default 86400)"),
+        ])
+
+    static let commands = [caHelp, attestHelp, assertHelp, receiptHelp]
+
+    static let usage = CommandHelp.usage(commands, notes: """
     DEVELOPMENT ONLY — whoever holds the CA's keys can attest any key for any app.
     ca      Creates a simulated App Attestation root and intermediate CA in DIR unless one is there, and prints
             the root certificate's path (DIR/root.pem) for a verifier's root_ca.
@@ -38,7 +81,7 @@ enum DevAppAttestCommand {
             in FILE (base64 or raw CMS, e.g. the attestation's) names: same app id, certificate and token, created
             now, not-before in SECONDS (default 86400), expiring in 90 days, with risk metric N; signed by the
             CA's simulated receipt signer (a stand-in for Apple's data server in tests).
-    """
+    """)
 
     static func run(_ args: [String]) -> Int32 {
         let rest = Array(args.dropFirst())
@@ -52,8 +95,8 @@ enum DevAppAttestCommand {
         }
     }
 
-    private static func parse(_ args: [String], valued: Set<String>, booleans: Set<String> = []) -> Options? {
-        DevCommand.parse(args, valued: valued, booleans: booleans, context: "dev appattest", usage: usage)
+    private static func parse(_ args: [String], for help: CommandHelp) -> Options? {
+        DevCommand.parse(args, for: help, context: "dev appattest", usage: usage)
     }
 
     /// The values of `names`, or nil after reporting the first one missing.
@@ -70,7 +113,7 @@ enum DevAppAttestCommand {
     }
 
     private static func ca(_ args: [String]) -> Int32 {
-        guard let options = parse(args, valued: ["--dir"]) else { return ExitCode.usage }
+        guard let options = parse(args, for: caHelp) else { return ExitCode.usage }
         if options.help { print(usage); return ExitCode.ok }
         guard let dir = required(options, ["--dir"], command: "ca")?[0] else { return ExitCode.usage }
         do {
@@ -84,7 +127,7 @@ enum DevAppAttestCommand {
     }
 
     private static func receipt(_ args: [String]) -> Int32 {
-        guard let options = parse(args, valued: ["--ca", "--receipt", "--risk-metric", "--not-before-in"]) else { return ExitCode.usage }
+        guard let options = parse(args, for: receiptHelp) else { return ExitCode.usage }
         if options.help { print(usage); return ExitCode.ok }
         guard let values = required(options, ["--ca", "--receipt", "--risk-metric"], command: "receipt"),
               let metric = Int(values[2]), metric >= 0, let notBeforeIn = Int64(options.values["--not-before-in"] ?? "86400") else {
@@ -117,10 +160,7 @@ enum DevAppAttestCommand {
     }
 
     private static func attest(_ args: [String]) -> Int32 {
-        guard let options = parse(args, valued: ["--dir", "--ca", "--team-id", "--bundle-id", "--challenge", "--environment",
-                                                 "--validation-category", "--bundle-version"], booleans: ["--new-key"]) else {
-            return ExitCode.usage
-        }
+        guard let options = parse(args, for: attestHelp) else { return ExitCode.usage }
         if options.help { print(usage); return ExitCode.ok }
         guard let r = required(options, ["--dir", "--ca", "--team-id", "--bundle-id", "--challenge"], command: "attest") else {
             return ExitCode.usage
@@ -167,9 +207,7 @@ enum DevAppAttestCommand {
     }
 
     private static func assert(_ args: [String]) -> Int32 {
-        let valued: Set<String> = ["--dir", "--client-data-file", "--method", "--target", "--body-file", "--timestamp", "--challenge",
-                                   "--count", "--counter"]
-        guard let options = parse(args, valued: valued) else { return ExitCode.usage }
+        guard let options = parse(args, for: assertHelp) else { return ExitCode.usage }
         if options.help { print(usage); return ExitCode.ok }
         guard let dir = required(options, ["--dir"], command: "assert")?[0] else { return ExitCode.usage }
         let binding: ClientDataBinding

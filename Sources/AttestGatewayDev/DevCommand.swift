@@ -9,24 +9,44 @@ import OutboundHTTP
 /// The `attest-gateway-dev` command line: development helpers, an executable of their own so that the production
 /// binary never contains them (nor GatewayTestSupport's simulated CA). Not for production.
 enum DevCommand {
+    static let echoHelp = CommandHelp(
+        "attest-gateway-dev echo", synopsis: ["--listen HOST:PORT"],
+        summary: "A small HTTP/1.1 upstream: every request gets 200 and JSON describing it.",
+        options: [OptionHelp("--listen", "HOST:PORT", "the address to listen on (required)")])
+
+    static let issuerHelp = CommandHelp(
+        "attest-gateway-dev issuer", synopsis: ["--listen HOST:PORT [--project-number N] [--project-id ID] [--app-id ID]"],
+        summary: "An App Check–shaped token issuer (GET /jwks, POST /token, POST /rotate) with a key generated at start.",
+        options: [
+            OptionHelp("--listen", "HOST:PORT", "the address to listen on (required; loopback only: anyone reaching it can mint tokens)"),
+            OptionHelp("--project-number", "N", "the tokens' audience projects/N and issuer (default 123456789012)"),
+            OptionHelp("--project-id", "ID", "also projects/ID in the audience (default demo-project)"),
+            OptionHelp("--app-id", "ID", "the tokens' sub when a request names none (default 1:123456789012:ios:0123456789abcdef)"),
+        ])
+
+    static let tokenHelp = CommandHelp(
+        "attest-gateway-dev token", synopsis: ["--issuer URL [--app-id ID] [--ttl SECONDS] [--limited-use] [--expired]"],
+        summary: "Asks an issuer for one token and prints it.",
+        options: [
+            OptionHelp("--issuer", "URL", "the issuer's base URL, http://HOST:PORT (required)"),
+            OptionHelp("--app-id", "ID", "the token's sub (default: the issuer's --app-id)"),
+            OptionHelp("--ttl", "SECONDS", "the token's lifetime (default 3600; the issuer ignores more than 7 days)"),
+            OptionHelp("--limited-use", nil, "a limited-use token (with a jti)"),
+            OptionHelp("--expired", nil, "a token that expired an hour ago"),
+        ])
+
     static let usage = """
     attest-gateway-dev — development tools for attest-gateway (never install or expose these in production)
 
-    Usage:
-      attest-gateway-dev echo --listen HOST:PORT
-      attest-gateway-dev issuer --listen HOST:PORT [--project-number N] [--project-id ID] [--app-id ID]
-      attest-gateway-dev token --issuer URL [--app-id ID] [--ttl SECONDS] [--limited-use] [--expired]
-      attest-gateway-dev appattest ca|attest|assert|receipt …   (attest-gateway-dev appattest --help)
-      attest-gateway-dev playintegrity keys|token …   (attest-gateway-dev playintegrity --help)
+    \(CommandHelp.usage([echoHelp, issuerHelp, tokenHelp] + DevAppAttestCommand.commands + DevPlayIntegrityCommand.commands))
 
+    Every command also takes -h or --help (appattest --help and playintegrity --help say more about theirs).
     DEVELOPMENT ONLY — never expose these.
-    echo    A small HTTP/1.1 upstream: every request gets 200 and JSON describing it (method, target, headers,
-            body size and SHA-256). The repository's gateway.yml forwards to it.
-    issuer  An App Check–shaped token issuer with a key generated at start: GET /jwks serves its key set,
-            POST /token mints an RS256 token ({"app_id","ttl","limited_use","expired"} all optional),
-            POST /rotate adds a new signing key (?retire=1 drops the old ones). Point a verifier's jwks_url at
+    echo    The repository's gateway.yml forwards to it. The JSON has method, target, version, headers, body_bytes
+            and body_sha256.
+    issuer  POST /token mints an RS256 token ({"app_id","ttl","limited_use","expired"} all optional), POST /rotate
+            adds a new signing key (?retire=1 drops the old ones). Point a verifier's jwks_url at
             http://HOST:PORT/jwks (plain http is accepted for loopback hosts only).
-    token   Asks an issuer for one token and prints it.
     appattest  A simulated App Attest CA and device: prints registration bodies and assertion headers.
     playintegrity  Test keys as Play Console gives them, and classic Play Integrity tokens made with them.
     """
@@ -44,10 +64,9 @@ enum DevCommand {
         }
     }
 
-    /// Parses the options of a dev subcommand, or reports the problem with `usage` and returns nil (exit 2).
-    static func parse(_ args: [String], valued: Set<String>, booleans: Set<String> = [], context: String = "dev",
-                      usage: String = DevCommand.usage) -> Options? {
-        switch Options.parse(args, valued: valued, booleans: booleans) {
+    /// Parses the options `help` lists, or reports the problem with `usage` and returns nil (exit 2).
+    static func parse(_ args: [String], for help: CommandHelp, context: String = "dev", usage: String = DevCommand.usage) -> Options? {
+        switch Options.parse(args, for: help) {
         case .success(let o): return o
         case .failure(let e): printErr("\(context): \(e.message)\n\n\(usage)"); return nil
         }
@@ -65,7 +84,7 @@ enum DevCommand {
     }
 
     private static func echo(_ args: [String]) -> Int32 {
-        guard let options = parse(args, valued: ["--listen"]) else { return ExitCode.usage }
+        guard let options = parse(args, for: echoHelp) else { return ExitCode.usage }
         if options.help { print(usage); return ExitCode.ok }
         guard let address = listenAddress(options) else { return ExitCode.usage }
         do {
@@ -80,9 +99,7 @@ enum DevCommand {
     }
 
     private static func issuer(_ args: [String]) -> Int32 {
-        guard let options = parse(args, valued: ["--listen", "--project-number", "--project-id", "--app-id"]) else {
-            return ExitCode.usage
-        }
+        guard let options = parse(args, for: issuerHelp) else { return ExitCode.usage }
         if options.help { print(usage); return ExitCode.ok }
         guard let address = listenAddress(options) else { return ExitCode.usage }
         var o = DevIssuer.Options()
@@ -104,9 +121,7 @@ enum DevCommand {
     }
 
     private static func token(_ args: [String]) -> Int32 {
-        guard let options = parse(args, valued: ["--issuer", "--app-id", "--ttl"], booleans: ["--limited-use", "--expired"]) else {
-            return ExitCode.usage
-        }
+        guard let options = parse(args, for: tokenHelp) else { return ExitCode.usage }
         if options.help { print(usage); return ExitCode.ok }
         guard let issuer = options.values["--issuer"] else {
             printErr("dev token: --issuer URL is required\n\n\(usage)")

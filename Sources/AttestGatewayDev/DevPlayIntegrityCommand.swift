@@ -11,12 +11,31 @@ import JOSE
 /// developer-managed keys and a device would produce (JWE A256KW/A256GCM around JWS ES256), for the demo, the bench
 /// and manual tests. The keys are written the way Play Console gives them (base64 AES key, base64 DER EC key).
 enum DevPlayIntegrityCommand {
-    static let usage = """
-    Usage:
-      attest-gateway-dev playintegrity keys --out DIR
-      attest-gateway-dev playintegrity token --keys DIR --package P [--nonce N | --request-hash H]
-          [--certificate-sha256 D] [--device LABEL[,LABEL]] [--recognition VERDICT] [--licensing VERDICT] [--at RFC3339]
+    static let keysHelp = CommandHelp(
+        "attest-gateway-dev playintegrity keys", synopsis: ["--out DIR"],
+        summary: "Writes test keys as Play Console gives them: DIR/decryption.key, DIR/verification.key, DIR/signing.pem.",
+        options: [OptionHelp("--out", "DIR", "where the key files go (required)")])
 
+    static let tokenHelp = CommandHelp(
+        "attest-gateway-dev playintegrity token",
+        synopsis: ["--keys DIR --package P [--nonce N | --request-hash H]",
+                   "[--certificate-sha256 D] [--device LABEL[,LABEL]] [--recognition VERDICT] [--licensing VERDICT] [--at RFC3339]"],
+        summary: "Prints one classic Play Integrity token made with the keys in DIR.",
+        options: [
+            OptionHelp("--keys", "DIR", "the keys from playintegrity keys (required)"),
+            OptionHelp("--package", "P", "requestPackageName and packageName (required)"),
+            OptionHelp("--nonce", "N", "the verdict's nonce (default random)"),
+            OptionHelp("--request-hash", "H", "a requestHash instead of the nonce"),
+            OptionHelp("--certificate-sha256", "D", "certificateSha256Digest (default the test certificate's, base64url)"),
+            OptionHelp("--device", "LABEL[,LABEL]", "deviceRecognitionVerdict (default MEETS_DEVICE_INTEGRITY)"),
+            OptionHelp("--recognition", "VERDICT", "appRecognitionVerdict (default PLAY_RECOGNIZED)"),
+            OptionHelp("--licensing", "VERDICT", "appLicensingVerdict (default LICENSED)"),
+            OptionHelp("--at", "RFC3339", "timestampMillis (default now)"),
+        ])
+
+    static let commands = [keysHelp, tokenHelp]
+
+    static let usage = CommandHelp.usage(commands, notes: """
     keys   Writes DIR/decryption.key (base64 AES-256 key), DIR/verification.key (base64 DER P-256 public key) — the two
            files a play_integrity verifier's decryption_key_file / verification_key_file name — and DIR/signing.pem.
     token  Prints one classic token whose verdict says: requestPackageName and packageName P, timestampMillis now (or
@@ -24,7 +43,7 @@ enum DevPlayIntegrityCommand {
            certificate", base64url), deviceRecognitionVerdict (default MEETS_DEVICE_INTEGRITY), appRecognitionVerdict
            (default PLAY_RECOGNIZED), appLicensingVerdict (default LICENSED).
     DEVELOPMENT ONLY.
-    """
+    """)
 
     /// The default signing-certificate digest of minted tokens.
     static let testCertificateDigest = Base64URL.encode(SHA256Hasher.hash(Array("attest-gateway test certificate".utf8)))
@@ -40,7 +59,7 @@ enum DevPlayIntegrityCommand {
     }
 
     private static func keys(_ args: [String]) -> Int32 {
-        guard let options = DevCommand.parse(args, valued: ["--out"], context: "playintegrity keys", usage: usage) else { return ExitCode.usage }
+        guard let options = DevCommand.parse(args, for: keysHelp, context: "playintegrity keys", usage: usage) else { return ExitCode.usage }
         if options.help { print(usage); return ExitCode.ok }
         guard let dir = options.values["--out"] else { printErr("playintegrity keys: --out DIR is required\n\n\(usage)"); return ExitCode.usage }
         do {
@@ -59,9 +78,7 @@ enum DevPlayIntegrityCommand {
     }
 
     private static func token(_ args: [String]) -> Int32 {
-        let valued: Set<String> = ["--keys", "--package", "--nonce", "--request-hash", "--certificate-sha256", "--device", "--recognition",
-                                   "--licensing", "--at"]
-        guard let options = DevCommand.parse(args, valued: valued, context: "playintegrity token", usage: usage) else { return ExitCode.usage }
+        guard let options = DevCommand.parse(args, for: tokenHelp, context: "playintegrity token", usage: usage) else { return ExitCode.usage }
         if options.help { print(usage); return ExitCode.ok }
         guard let dir = options.values["--keys"], let package = options.values["--package"] else {
             printErr("playintegrity token: --keys and --package are required\n\n\(usage)")

@@ -400,3 +400,162 @@ def test_an_unresolvable_upstream_is_reported_without_a_bogus_errno(gateway_bin,
     err = p.stderr.decode()
     assert p.returncode == 1 and "upstreams.api.url" in err and "no-such-host.invalid" in err, err
     assert "Success" not in err, err
+
+
+# --- --help is the truth: every command and every option each really accepts ------------------------------------
+#
+# The help lists each command as a block (GatewayCLI/CommandHelp.swift):
+#   "  attest-gateway serve [--config FILE] …"   the command and its synopsis (continued on lines of 10+ spaces)
+#   "      Serves …"                             one line saying what it does
+#   "      --config FILE    the configuration…"  one line per option: flag, value placeholder (none: no value), text
+# The test reads those blocks from `--help`, then asks the binary itself: a listed option must be accepted (with a
+# value exactly when the help shows one), and every "--flag" literal in the command-line sources that a command
+# accepts must be listed in that command's block. Probes end in --help, which every command honours only after its
+# options parsed, so nothing is started, read or written.
+
+SOURCES = Path(__file__).resolve().parents[2] / "Sources"
+HEADER = re.compile(r"^  (attest-gateway(?:-dev)?)((?: [a-z][a-z0-9-]*)*)(?: (.*))?$")
+OPTION = re.compile(r"^ {6}(--[a-z0-9-]+)(?: (\S+))?  +\S")
+FLAG = re.compile(r"--[a-z0-9][a-z0-9-]*")
+PROBE_VALUE = "probe-value"
+
+
+def help_blocks(text: str) -> dict:
+    """{(binary, word, …): {"options": {flag: takes_value}, "synopsis": {flags}, "summary": str}} from a help text."""
+    blocks, current = {}, None
+    for line in text.splitlines():
+        m = HEADER.match(line)
+        if m:
+            path = (m.group(1), *m.group(2).split())
+            assert path not in blocks, f"{' '.join(path)} listed twice:\n{text}"
+            current = blocks[path] = {"options": {}, "synopsis": set(FLAG.findall(m.group(3) or "")), "summary": ""}
+            continue
+        if current is None or not line.startswith("      "):
+            current = None                       # a blank or unindented line ends the block
+            continue
+        if line.startswith(" " * 10):
+            current["synopsis"] |= set(FLAG.findall(line))
+        elif (o := OPTION.match(line)):
+            assert o.group(1) not in current["options"], f"{o.group(1)} listed twice: {line}"
+            current["options"][o.group(1)] = o.group(2) is not None
+        else:
+            assert line.strip() and not line.strip().startswith("-"), f"not an option line (flag, value, two spaces, text): {line!r}"
+            current["summary"] = line.strip()
+    return blocks
+
+
+def source_flags(folder: str) -> set:
+    """Every "--flag" string literal in the command-line sources (including the parsers' own sets)."""
+    found = set()
+    for f in sorted((SOURCES / folder).glob("*.swift")):
+        found |= set(re.findall(r'"(--[a-z0-9][a-z0-9-]*)"', f.read_text()))
+    return found - {"--help", "--version"}
+
+
+def source_commands(folder: str) -> set:
+    """The words the command switches dispatch on (`switch command {` / `switch args.first {` up to `default:`)."""
+    words = set()
+    for f in sorted((SOURCES / folder).glob("*.swift")):
+        text = f.read_text()
+        for m in re.finditer(r"switch (?:command|args\.first) \{(.*?)default:", text, re.S):
+            for label in re.findall(r"case ((?:\"[^\"]+\"(?:, )?)+):", m.group(1)):
+                words |= {w for w in re.findall(r'"([^"]+)"', label) if not w.startswith("-")}
+    return words
+
+
+def _accepts(binary, path, flag):
+    """How the command takes `flag`: "valued", "boolean" or None (unknown option), from one side-effect-free run."""
+    p = run_cli(binary, *path[1:], flag, PROBE_VALUE, "--help")
+    if p.returncode == 0:
+        return "valued"
+    if f'unknown option "{PROBE_VALUE}"'.encode() in p.stderr:
+        return "boolean"
+    return None
+
+
+BINARIES = {"attest-gateway": "AttestGateway", "attest-gateway-dev": "AttestGatewayDev"}
+
+
+def _check_help_is_complete(binary: str, name: str):
+    top = run_cli(binary, "--help")
+    assert top.returncode == 0, out(top)
+    blocks = help_blocks(top.stdout.decode())
+    assert len(blocks) >= 3, f"no command blocks found in {name} --help:\n{out(top)}"
+    problems = []
+
+    # Every word a command switch dispatches on is a listed command (`attest-gateway dev` only redirects).
+    listed = {w for path in blocks for w in path[1:]}
+    missing = source_commands(BINARIES[name]) - listed - ({"dev"} if name == "attest-gateway" else set())
+    if missing:
+        problems.append(f"commands dispatched but not in --help: {sorted(missing)}")
+
+    for path, block in blocks.items():
+        command = " ".join(path)
+        if path[0] != name:
+            problems.append(f"{command}: listed in {name} --help")
+            continue
+        if not block["summary"]:
+            problems.append(f"{command}: no one-line description")
+        options = block["options"]
+        if block["synopsis"] != set(options):
+            problems.append(f"{command}: synopsis {sorted(block['synopsis'])} != options {sorted(options)}")
+
+        # The command's own help lists the same options.
+        own = run_cli(binary, *path[1:], "--help")
+        own_block = help_blocks(own.stdout.decode()).get(path)
+        if own.returncode != 0 or own_block is None or own_block["options"] != options:
+            problems.append(f"{command} --help (exit {own.returncode}) does not list what {name} --help does: {own_block}")
+
+        # Listed → accepted, with a value exactly when the help shows one.
+        for flag, takes_value in options.items():
+            how = _accepts(binary, path, flag)
+            if how != ("valued" if takes_value else "boolean"):
+                problems.append(f"{command} {flag}: the help says {'valued' if takes_value else 'no value'}, "
+                                f"the binary takes it as {how or 'an unknown option'}")
+            if takes_value:
+                p = run_cli(binary, *path[1:], flag)
+                if p.returncode != 2 or f"{flag} needs a value".encode() not in p.stderr:
+                    problems.append(f"{command} {flag} without a value: exit {p.returncode}, {p.stderr[:200]!r}")
+
+        # Accepted → listed: every --flag of the sources this command takes is in its block.
+        for flag in sorted(source_flags(BINARIES[name]) - set(options)):
+            how = _accepts(binary, path, flag)
+            if how is not None:
+                problems.append(f"{command} accepts {flag} ({how}) but its help does not list it")
+    assert not problems, "\n".join(problems)
+
+
+def test_gateway_help_lists_every_command_and_option_it_accepts(gateway_bin):
+    _check_help_is_complete(gateway_bin, "attest-gateway")
+
+
+def test_dev_help_lists_every_command_and_option_it_accepts(dev_bin):
+    _check_help_is_complete(dev_bin, "attest-gateway-dev")
+
+
+def test_help_parser_sees_a_missing_option():
+    """The checks above can fail: a block whose synopsis names an option it does not list is seen."""
+    blocks = help_blocks("Usage:\n  attest-gateway serve [--config FILE] [--workers N]\n      Serves.\n"
+                         "      --config FILE  the file\n\nnotes\n")
+    assert blocks == {("attest-gateway", "serve"): {"options": {"--config": True}, "synopsis": {"--config", "--workers"},
+                                                    "summary": "Serves."}}
+
+
+def test_help_command_and_version_take_no_stray_arguments(gateway_bin):
+    p = run_cli(gateway_bin, "help", "check-config")
+    assert p.returncode == 0 and "attest-gateway check-config [--config FILE]" in out(p), out(p)
+    for args in (("version", "--bogus"), ("help", "frobnicate")):
+        p = run_cli(gateway_bin, *args)
+        assert p.returncode == 2 and p.stdout == b"", f"{args}: exit {p.returncode}: {out(p)}"
+
+
+def test_bad_option_values_are_usage_errors_naming_the_option(gateway_bin, tmp_path):
+    missing = str(tmp_path / "missing.yml")
+    for args, flag in ((("serve", "--config", missing, "--workers", "0"), "--workers"),
+                       (("serve", "--config", missing, "--log-level", "loud"), "--log-level"),
+                       (("playintegrity", "verify", "--token", "-", "--package", "com.example.app",
+                         "--service-account", missing, "--timeout", "forever"), "--timeout"),
+                       (("appattest", "verify-assertion", "--team-id", "T", "--bundle-id", "B", "--previous-counter", "-1"),
+                        "--previous-counter")):
+        p = run_cli(gateway_bin, *args)
+        assert p.returncode == 2 and flag in p.stderr.decode().split("\n")[0], f"{args}: exit {p.returncode}: {out(p)}"
