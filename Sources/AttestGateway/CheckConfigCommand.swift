@@ -13,7 +13,7 @@ enum CheckConfigCommand {
         options: [OptionHelp("--config", "FILE", "the configuration file (default gateway.yml)")])
 
     static let usage = CommandHelp.usage([help], notes: """
-    Reads every file FILE names (certificates, keys, root CAs, JWKS files, password files) as serve does, never the
+    Reads every file FILE names (certificates, keys, root CAs, JWKS files, service accounts, password files) as serve does, never the
     network or the state store. Prints "ok" and exits 0, or prints one line per problem (FILE:LINE:COLUMN: yaml.path:
     message) on standard error and exits 1. Warnings (FILE:LINE:COLUMN: yaml.path: warning: message) are printed with
     the problems, on standard error, and do not change the exit status.
