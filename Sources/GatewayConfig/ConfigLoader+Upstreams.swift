@@ -140,7 +140,7 @@ extension ConfigLoader {
     }
 
     static func upstreamURL(_ text: String, report: (String) -> Void) -> UpstreamConfig? {
-        let usage = "(use http://host:port[/base-path])"
+        let usage = "(use http://host[:port][/base-path] or https://…)"
         if let separator = text.range(of: "://") {
             let scheme = text[..<separator.lowerBound].lowercased()
             guard scheme == "http" || scheme == "https" else {

@@ -122,7 +122,7 @@ import Foundation
         #expect(errorLines(yaml) == [
             "gateway.yml:1:10: version: unsupported version 3 (expected 1)",
             "gateway.yml:3:14: listeners[0].address: invalid address \"nowhere\" (use host:port, or [::1]:port for IPv6)",
-            "gateway.yml:5:14: upstreams.api.url: unsupported url scheme \"ftp\" (use http://host:port[/base-path])",
+            "gateway.yml:5:14: upstreams.api.url: unsupported url scheme \"ftp\" (use http://host[:port][/base-path] or https://…)",
             "gateway.yml:7:19: routes[0].match.path: must start with \"/\"",
             "gateway.yml:8:15: routes[0].upstream: unknown upstream \"apii\"",
             "gateway.yml:9:11: routes[0].mode: invalid mode \"loud\" (use enforce or monitor)",

@@ -93,14 +93,14 @@ import Foundation
     @Test func upstreamWithOtherSchemeIsRejected() {
         let yaml = Fixtures.minimal.replacingOccurrences(of: "http://127.0.0.1:3000", with: "unix:///run/app.sock")
         #expect(errorLines(yaml) == [
-            "gateway.yml:6:10: upstreams.api.url: unsupported url scheme \"unix\" (use http://host:port[/base-path])",
+            "gateway.yml:6:10: upstreams.api.url: unsupported url scheme \"unix\" (use http://host[:port][/base-path] or https://…)",
         ])
     }
 
     @Test func upstreamURLWithCredentialsIsRejectedWithoutEcho() {
         let yaml = Fixtures.minimal.replacingOccurrences(of: "http://127.0.0.1:3000", with: "http://u:s3cret@127.0.0.1:3000")
         let lines = errorLines(yaml)
-        #expect(lines == ["gateway.yml:6:10: upstreams.api.url: url must not contain credentials or a query (use http://host:port[/base-path])"])
+        #expect(lines == ["gateway.yml:6:10: upstreams.api.url: url must not contain credentials or a query (use http://host[:port][/base-path] or https://…)"])
     }
 
     @Test func negativeIdleConnectionsAreRejected() {
