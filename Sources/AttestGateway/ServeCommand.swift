@@ -164,14 +164,14 @@ enum ServeCommand {
         let loaded: LoadedConfiguration
         do { loaded = try ConfigLoader.loadDetailed(path: path) } catch {
             for e in error.errors { Logger.error("reload: invalid configuration; keeping the running one", ["error": e.description]) }
-            ProcessMetrics.shared.reload(ok: false, error: error.errors.map(\.description).joined(separator: "\n"))
+            ProcessMetrics.shared.reload(ok: false, error: error.errors.map(\.description).joined(separator: "\n"), fileHash: configHash(path))
             return
         }
         let config = loaded.configuration
         let next: ProxyRuntime
         do { next = try Composition.runtime(config, reusing: old) } catch {
             Logger.error("reload: cannot apply; keeping the running configuration", ["error": "\(error)"])
-            ProcessMetrics.shared.reload(ok: false, error: "\(error)")
+            ProcessMetrics.shared.reload(ok: false, error: "\(error)", fileHash: configHash(path))
             return
         }
         next.verifiers.warm(after: old.verifiers)

@@ -5,8 +5,9 @@ import JOSE
 /// invalid token, but as `client_attestation_failed`, so a rollout can tell devices that could not attest from
 /// forged tokens.
 enum AppCheckPlaceholder {
-    /// Longest placeholder considered: base64 of `{"error":"` + 64 name bytes + `"}` is 100 characters.
-    static let maxBytes = 100
+    /// Longest placeholder considered: base64 of `{"error":"` + a name of up to 64 bytes + `"}` (76 bytes) is at most
+    /// 104 characters.
+    static let maxBytes = 104
 
     /// Whether `token` is such a placeholder: no '.' (a JWS always has two), standard or URL base64 with optional
     /// padding, decoding to exactly `{"error":"NAME"}` with NAME of `A–Z`, `0–9`, `_`.

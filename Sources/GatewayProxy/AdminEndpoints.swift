@@ -35,7 +35,12 @@ final class AdminHandler: SmallHTTPHandler {
         guard let h = head else { return Self.json(500, "{\"error\":\"internal\"}") }
         let target = h.string(h.target)
         let path = target.split(separator: "?", maxSplits: 1).first.map(String.init) ?? target
-        guard h.methodIs("GET") || h.methodIs("HEAD") else { return Self.json(405, "{\"error\":\"method_not_allowed\"}") }
+        guard h.methodIs("GET") || h.methodIs("HEAD") else { return Self.json(405, "{\"error\":\"method_not_allowed\"}", extra: "Allow: GET, HEAD\r\n") }
+        if path == "/" || path == "/stats", sources.rollout != nil, !Self.isLocalHost(h.host.map { h.string($0) }) {
+            // A web page elsewhere could reach an admin listener on the operator's machine (a port-forward) under its
+            // own name by DNS rebinding: the rollout view answers only a Host that is an address or localhost.
+            return Self.json(421, "{\"error\":\"misdirected_request\",\"reason\":\"host_not_allowed\"}")
+        }
         switch path {
         case "/healthz":
             return Self.json(200, "{\"status\":\"ok\"}")
@@ -73,16 +78,36 @@ final class AdminHandler: SmallHTTPHandler {
         }
     }
 
-    static func json(_ status: Int, _ body: String) -> String {
+    static func json(_ status: Int, _ body: String, extra: String = "") -> String {
         let phrase = switch status {
         case 200: "OK"
         case 404: "Not Found"
         case 405: "Method Not Allowed"
+        case 421: "Misdirected Request"
         case 503: "Service Unavailable"
         default: "Internal Server Error"
         }
         return "HTTP/1.1 \(status) \(phrase)\r\nContent-Type: application/json\r\nCache-Control: no-store\r\n" +
-            "Content-Length: \(body.utf8.count)\r\n\r\n" + body
+            "X-Content-Type-Options: nosniff\r\n\(extra)Content-Length: \(body.utf8.count)\r\n\r\n" + body
+    }
+
+    /// `Host` names this machine by address or as `localhost` (any port); no Host at all (HTTP/1.0) is fine too.
+    static func isLocalHost(_ host: String?) -> Bool {
+        guard let host = host?.lowercased() else { return true }
+        var name = Substring(host)
+        if name.hasPrefix("[") {   // [v6]:port
+            guard let close = name.firstIndex(of: "]") else { return false }
+            let rest = name[name.index(after: close)...]
+            guard rest.isEmpty || (rest.hasPrefix(":") && rest.dropFirst().allSatisfy(\.isNumber)) else { return false }
+            return name[name.index(after: name.startIndex)..<close].allSatisfy { $0.isHexDigit || $0 == ":" || $0 == "." }
+        }
+        if let colon = name.lastIndex(of: ":") {
+            guard name[name.index(after: colon)...].allSatisfy(\.isNumber) else { return false }
+            name = name[..<colon]
+        }
+        if name == "localhost" || name == "localhost." { return true }
+        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts.allSatisfy { p in !p.isEmpty && p.count <= 3 && p.allSatisfy(\.isNumber) && Int(p)! <= 255 }
     }
 }
 

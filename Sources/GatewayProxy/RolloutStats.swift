@@ -58,39 +58,48 @@ public enum RolloutStats {
         let reasons = VerificationStatus.allCases
         let modes = Dictionary(runtime.config.routes.map { ($0.name, $0.mode.rawValue) }, uniquingKeysWith: { a, _ in a })
 
-        var routeJSON: [String] = []
-        for route in runtime.routes.routes where !route.verifiers.isEmpty {
+        // One pass over the buckets, each key added to its route's tallies (work: buckets × keys, not × routes).
+        struct Tally {
             var hour = Window(), day = Window()
-            var reasonCounts: [String: UInt64] = [:]
+            var reasons: [String: UInt64] = [:]
             var apps: [String: UInt64] = [:]
-            // Per minute of the last hour: verified and rejected.
+            /// Per minute of the last hour: verified and rejected.
             var perMinute = [(UInt64, UInt64)](repeating: (0, 0), count: RolloutHistory.hourMinutes)
-            for b in buckets {
-                let inHour = b.minute >= hourStart
-                for (key, n) in b.verifications {
-                    let (r, _, outcome, reasonIndex) = VerificationKey.split(key)
-                    guard r == route.metricID else { continue }
-                    let reason = outcome == .verified ? nil : reasonIndex < reasons.count ? reasons[reasonIndex] : nil
-                    day.add(outcome: outcome, reason: reason, n)
-                    guard inHour else { continue }
-                    hour.add(outcome: outcome, reason: reason, n)
-                    let slot = Int(b.minute - hourStart)
-                    if outcome == .verified { perMinute[slot].0 &+= n } else {
-                        perMinute[slot].1 &+= n
-                        reasonCounts[reason?.code ?? (outcome == .absent ? VerificationStatus.missingToken.code : "unknown"), default: 0] &+= n
-                    }
+        }
+        let shown = runtime.routes.routes.filter { !$0.verifiers.isEmpty }
+        var tallies: [Int: Tally] = [:]
+        for route in shown { tallies[route.metricID] = Tally() }
+        for b in buckets {
+            let inHour = b.minute >= hourStart
+            let slot = Int(b.minute - hourStart)
+            for (key, n) in b.verifications {
+                let (r, _, outcome, reasonIndex) = VerificationKey.split(key)
+                guard tallies[r] != nil else { continue }
+                let reason = outcome == .verified ? nil : reasonIndex < reasons.count ? reasons[reasonIndex] : nil
+                tallies[r]!.day.add(outcome: outcome, reason: reason, n)
+                guard inHour else { continue }
+                tallies[r]!.hour.add(outcome: outcome, reason: reason, n)
+                if outcome == .verified { tallies[r]!.perMinute[slot].0 &+= n } else {
+                    tallies[r]!.perMinute[slot].1 &+= n
+                    tallies[r]!.reasons[reason?.code ?? (outcome == .absent ? VerificationStatus.missingToken.code : "unknown"), default: 0] &+= n
                 }
-                if inHour { for (key, n) in b.apps where key.route == route.metricID { apps[key.appID, default: 0] &+= n } }
             }
+            if inHour { for (key, n) in b.apps where tallies[key.route] != nil { tallies[key.route]!.apps[key.appID, default: 0] &+= n } }
+        }
+
+        var routeJSON: [String] = []
+        for route in shown {
+            let t = tallies[route.metricID] ?? Tally()
+            let (hour, day) = (t.hour, t.day)
             let judged = hour.verified + hour.rejected
             let tenths = judged == 0 ? 0 : (hour.rejected * 1000 + judged / 2) / judged
-            let minutes = perMinute.enumerated().map { i, c in "{\"t\":\((hourStart + Int64(i)) * 60),\"verified\":\(c.0),\"rejected\":\(c.1)}" }
+            let minutes = t.perMinute.enumerated().map { i, c in "{\"t\":\((hourStart + Int64(i)) * 60),\"verified\":\(c.0),\"rejected\":\(c.1)}" }
             routeJSON.append("{\"name\":\(JSONText.quoted(route.name)),\"mode\":\(JSONText.quoted(modes[route.name] ?? "enforce"))," +
                 "\"verifiers\":[\(route.verifiers.map(JSONText.quoted).joined(separator: ","))]," +
                 "\"last_hour\":\(hour.json()),\"last_day\":\(day.json()),\"would_reject_percent\":\(tenths / 10).\(tenths % 10)," +
                 "\"minutes\":[\(minutes.joined(separator: ","))]," +
-                "\"top_reasons\":[\(top(reasonCounts).map { "{\"reason\":\(JSONText.quoted($0.0)),\"count\":\($0.1)}" }.joined(separator: ","))]," +
-                "\"top_app_ids\":[\(top(apps).map { "{\"app_id\":\(JSONText.quoted($0.0)),\"count\":\($0.1)}" }.joined(separator: ","))]}")
+                "\"top_reasons\":[\(top(t.reasons).map { "{\"reason\":\(JSONText.quoted($0.0)),\"count\":\($0.1)}" }.joined(separator: ","))]," +
+                "\"top_app_ids\":[\(top(t.apps).map { "{\"app_id\":\(JSONText.quoted($0.0)),\"count\":\($0.1)}" }.joined(separator: ","))]}")
         }
 
         let keySets = runtime.verifiers.keySets.sorted { $0.key < $1.key }.map { name, cache -> String in

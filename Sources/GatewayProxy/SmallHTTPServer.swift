@@ -67,6 +67,9 @@ private final class SmallHTTPConnection: LoopHandler {
     var parser = HTTP1RequestParser(limits: HTTP1Limits(maxHeaderBytes: 64 * 1024, maxHeaders: 200))
     var head: HTTP1RequestHead?
     var closed = false
+    /// The last response is written: close once the socket has taken all of it (closing at once would drop what
+    /// the kernel's send buffer could not hold yet — a large `/metrics` or `/stats`).
+    var closeAfterDrain = false
     var deadline: UInt64 { 0 }
 
     init(socket: Socket, loop: EventLoop, handler: SmallHTTPHandler) {
@@ -84,7 +87,8 @@ private final class SmallHTTPConnection: LoopHandler {
         transport.readable = true
         while !closed && transport.readable {
             switch transport.read(into: inBuf, reserve: 16 * 1024) {
-            case .data: process()
+            case .data:
+                if closeAfterDrain { inBuf.consume(inBuf.readableBytes) } else { process() }
             case .wouldBlock: return
             case .closed, .failed, .tlsFailed: shut(); return
             }
@@ -94,7 +98,7 @@ private final class SmallHTTPConnection: LoopHandler {
     func onTimeout(now: UInt64) {}
 
     private func process() {
-        while !closed {
+        while !closed && !closeAfterDrain {
             switch parser.next(inBuf.readable) {
             case .needMore(let c): inBuf.consume(c); flush(); return
             case .head(let h, let c): inBuf.consume(c); head = h; handler.begin(h)
@@ -108,8 +112,8 @@ private final class SmallHTTPConnection: LoopHandler {
                 let body = "{\"error\":\"bad_request\",\"reason\":\"\(e.code.rawValue)\"}"
                 let date = String(decoding: HTTPDate.format(WallClock.unixSeconds()), as: UTF8.self)
                 outBuf.append("HTTP/1.1 400 Bad Request\r\nDate: \(date)\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
+                closeAfterDrain = true
                 flush()
-                shut()
                 return
             }
         }
@@ -134,12 +138,13 @@ private final class SmallHTTPConnection: LoopHandler {
         }
         outBuf.append(response)
         head = nil
+        if !h.keepAlive { closeAfterDrain = true }
         flush()
-        if !h.keepAlive { shut() }
     }
 
     private func flush() {
-        if transport.write(from: outBuf) == .failed { shut() }
+        if transport.write(from: outBuf) == .failed { shut(); return }
+        if closeAfterDrain && outBuf.readableBytes == 0 { shut() }
     }
 
     private func shut() {

@@ -62,18 +62,30 @@ public final class LoopMetrics {
     /// holding, state work and the upstream included).
     public private(set) var requestDuration: [Int: Histogram] = [:]
 
-    /// Verified requests per route id and app id (the rollout view's top app ids): at most `maxAppKeys` pairs per
-    /// loop, later ones counted under `AppRequestKey.otherApps`.
+    /// Verified requests per route id and app id since the rollout view last took them (`takeAppRequests`, every
+    /// few seconds): at most `maxAppKeys` pairs per loop between two takes, later ones counted under
+    /// `AppRequestKey.otherApps`.
     public private(set) var appRequests: [AppRequestKey: UInt64] = [:]
     public static let maxAppKeys = 256
 
     public init() {}
 
     /// A verified request on `route` from `appID` (an id the verifier accepted; never a token).
+    /// One hash of the app id when the pair is known (the usual case): a small cost the rollout view adds per
+    /// verified request.
     public func verifiedApp(route: Int, appID: String) {
-        var key = AppRequestKey(route: route, appID: appID)
-        if appRequests[key] == nil && appRequests.count >= Self.maxAppKeys { key.appID = AppRequestKey.otherApps }
-        appRequests[key, default: 0] &+= 1
+        let key = AppRequestKey(route: route, appID: appID)
+        if let i = appRequests.index(forKey: key) {
+            appRequests.values[i] &+= 1
+        } else {
+            appRequests[appRequests.count < Self.maxAppKeys ? key : AppRequestKey(route: route, appID: AppRequestKey.otherApps), default: 0] &+= 1
+        }
+    }
+
+    /// The app counts since the last take, and a fresh start (so ids seen long ago do not hold the slots).
+    public func takeAppRequests() -> [AppRequestKey: UInt64] {
+        defer { appRequests = [:] }
+        return appRequests
     }
 
     @inline(__always) public func requestDone(route: Int, micros: UInt64) {
@@ -104,7 +116,6 @@ public final class LoopMetrics {
         var s = LoopMetricsSnapshot(requests: requests, verifications: verifications, upstreamLatency: upstreamLatency)
         s.tunnels = tunnels
         s.requestDuration = requestDuration
-        s.appRequests = appRequests
         return s
     }
 }
@@ -143,7 +154,6 @@ public struct LoopMetricsSnapshot: Sendable {
     public var upstreamLatency: [Int: Histogram] = [:]
     public var tunnels: [Int: TunnelCounters] = [:]
     public var requestDuration: [Int: Histogram] = [:]
-    public var appRequests: [AppRequestKey: UInt64] = [:]
 
     public init(requests: [Int: UInt64] = [:], verifications: [Int: UInt64] = [:], upstreamLatency: [Int: Histogram] = [:]) {
         self.requests = requests
@@ -157,20 +167,21 @@ public struct LoopMetricsSnapshot: Sendable {
         for (k, h) in other.upstreamLatency { upstreamLatency[k, default: Histogram()].merge(h) }
         for (k, t) in other.tunnels { tunnels[k, default: TunnelCounters()].merge(t) }
         for (k, h) in other.requestDuration { requestDuration[k, default: Histogram()].merge(h) }
-        for (k, n) in other.appRequests { appRequests[k, default: 0] &+= n }
     }
 }
 
-/// How a verification key packs: route id and verifier id (`MetricNames`), outcome, reason index.
+/// How a verification key packs: route id (23 bits) and verifier id (24 bits) — `MetricNames` ids, which only grow
+/// as reloads bring new names: millions of reloads with new names each before they could alias — then outcome and
+/// reason index.
 public enum VerificationKey {
     public enum Outcome: Int, Sendable { case verified = 0, failed = 1, absent = 2 }
 
     @inline(__always) public static func make(route: Int, verifier: Int, outcome: Outcome, reason: Int) -> Int {
-        (route & 0xFFFF) << 32 | (verifier & 0xFFFF) << 16 | outcome.rawValue << 8 | (reason & 0xFF)
+        (route & 0x7F_FFFF) << 40 | (verifier & 0xFF_FFFF) << 16 | outcome.rawValue << 8 | (reason & 0xFF)
     }
 
     public static func split(_ key: Int) -> (route: Int, verifier: Int, outcome: Outcome, reason: Int) {
-        ((key >> 32) & 0xFFFF, (key >> 16) & 0xFFFF, Outcome(rawValue: (key >> 8) & 0xFF) ?? .failed, key & 0xFF)
+        (key >> 40, (key >> 16) & 0xFF_FFFF, Outcome(rawValue: (key >> 8) & 0xFF) ?? .failed, key & 0xFF)
     }
 }
 
@@ -218,12 +229,13 @@ public final class ProcessMetrics: Sendable {
 
     /// A reload ended: applied (`ok`, with the new file's hash set before) or refused with `error` (a configuration
     /// error: its file:line and message, secrets already redacted).
-    public func reload(ok: Bool, error: String? = nil, at time: Int64? = nil) {
+    /// `fileHash`: a refused file's hash (an applied one's is the running hash, set before).
+    public func reload(ok: Bool, error: String? = nil, fileHash: String? = nil, at time: Int64? = nil) {
         let at = time ?? WallClock.unixSeconds()
         state.withLock { s in
             s.reloads[ok ? "success" : "failure", default: 0] &+= 1
             if ok { s.configLoadedAt = at }
-            s.reloadHistory.append(ReloadRecord(at: at, ok: ok, hash: s.configHash, error: error))
+            s.reloadHistory.append(ReloadRecord(at: at, ok: ok, hash: ok ? s.configHash : fileHash ?? "", error: error))
             if s.reloadHistory.count > Self.reloadHistoryLimit { s.reloadHistory.removeFirst(s.reloadHistory.count - Self.reloadHistoryLimit) }
         }
     }

@@ -39,3 +39,35 @@ import Observability
         #expect(top.prefix(2).map(\.0) == ["r13", "r20"])   // ties by name
     }
 }
+
+/// The admin listener's Host check for the rollout view (DNS rebinding) and the loops' app counters.
+@Suite struct RolloutAdminPiecesTests {
+    @Test func onlyAddressesAndLocalhostNameTheRolloutView() {
+        for ok in [nil, "127.0.0.1", "127.0.0.1:9901", "localhost", "LOCALHOST:80", "localhost.", "[::1]:9901", "[::1]", "10.0.0.7"] {
+            #expect(AdminHandler.isLocalHost(ok), "\(ok ?? "nil")")
+        }
+        for bad in ["evil.example", "evil.example:9901", "127.0.0.1.evil.example", "localhost.evil", "1.2.3", "1.2.3.256",
+                    "[::1]x", "[::1]:80x", "127.0.0.1:80:80", "", "[evil]", "localhost:x"] {
+            #expect(!AdminHandler.isLocalHost(bad), "\(bad)")
+        }
+    }
+
+    @Test func largeNameIdsDoNotAlias() {
+        let a = VerificationKey.make(route: 0x10001, verifier: 0x10002, outcome: .absent, reason: 3)
+        #expect(VerificationKey.split(a).route == 0x10001 && VerificationKey.split(a).verifier == 0x10002)
+        #expect(a != VerificationKey.make(route: 1, verifier: 2, outcome: .absent, reason: 3))
+    }
+
+    @Test func appCountsAreBoundedBetweenTakesAndStartAfreshAfterOne() {
+        let m = LoopMetrics()
+        for i in 0..<(LoopMetrics.maxAppKeys + 10) { m.verifiedApp(route: 1, appID: "app\(i)") }
+        m.verifiedApp(route: 1, appID: "app0")
+        var taken = m.takeAppRequests()
+        #expect(taken.count == LoopMetrics.maxAppKeys + 1)
+        #expect(taken[AppRequestKey(route: 1, appID: AppRequestKey.otherApps)] == 10)
+        #expect(taken[AppRequestKey(route: 1, appID: "app0")] == 2)
+        m.verifiedApp(route: 1, appID: "new")   // the slots freed by the take
+        taken = m.takeAppRequests()
+        #expect(taken == [AppRequestKey(route: 1, appID: "new"): 1])
+    }
+}

@@ -177,3 +177,36 @@ def test_stats_counts_each_route_in_the_rollout_categories(start_gateway, start_
         csp = r.headers["Content-Security-Policy"]
     assert "default-src 'none'" in csp and "connect-src 'self'" in csp and "unsafe-inline" not in csp
     assert "fetch(\"/stats\"" in page and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
+
+
+def test_rollout_view_answers_only_local_host_names(start_gateway, start_upstream, start_dev_issuer):
+    """DNS rebinding: a page on another site that resolves its own name to the admin listener (a port-forward on
+    the operator's machine) gets 421, not the numbers; addresses and localhost are served; /metrics is unaffected."""
+    up, iss = start_upstream(), start_dev_issuer()
+    gport, aport = free_port(), free_port()
+    start_gateway(_config_with_admin(gport, aport, up.url, iss.jwks_url))
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            _get(aport, "/healthz")
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "admin listener never answered"
+            time.sleep(0.1)
+
+    def status(path, host):
+        raw = f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
+        r = U.one_shot(aport, raw)
+        return r.status, r
+
+    for path in ("/", "/stats"):
+        assert status(path, "evil.example")[0] == 421
+        assert status(path, f"evil.example:{aport}")[0] == 421
+        assert status(path, f"127.0.0.1:{aport}")[0] == 200
+        assert status(path, f"localhost:{aport}")[0] == 200
+    assert status("/metrics", "evil.example")[0] == 200
+    code, headers = status("/stats", "127.0.0.1")
+    assert code == 200 and headers.one("x-content-type-options") == "nosniff", headers.headers
+    raw = f"POST /stats HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode()
+    r = U.one_shot(aport, raw)
+    assert r.status == 405 and r.one("allow") == "GET, HEAD", r.headers
