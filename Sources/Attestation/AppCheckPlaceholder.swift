@@ -9,23 +9,15 @@ enum AppCheckPlaceholder {
     /// 104 characters.
     static let maxBytes = 104
 
-    /// Whether `token` is such a placeholder: no '.' (a JWS always has two), standard or URL base64 with optional
-    /// padding, decoding to exactly `{"error":"NAME"}` with NAME of `A–Z`, `0–9`, `_`.
+    /// Whether `token` is such a placeholder: no '.' (a JWS always has two), standard base64 (padded or not) or
+    /// base64url, decoding to exactly `{"error":"NAME"}` with NAME of `A–Z`, `0–9`, `_`.
     static func matches(_ token: UnsafeRawBufferPointer) -> Bool {
         guard token.count >= 16, token.count <= maxBytes else { return false }
-        var url = [UInt8]()
-        url.reserveCapacity(token.count)
-        var padding = 0
-        for c in token {
-            switch c {
-            case UInt8(ascii: "="): padding += 1; continue
-            case UInt8(ascii: "+"): url.append(UInt8(ascii: "-"))
-            case UInt8(ascii: "/"): url.append(UInt8(ascii: "_"))
-            default: url.append(c)
-            }
-            if padding > 0 { return false }   // '=' only at the end
-        }
-        guard padding <= 2, let decoded = url.withUnsafeBytes({ Base64URL.decode($0) }) else { return false }
+        // Standard base64 (padding as long as needed, or none) or base64url (unpadded): the strict decoders.
+        let text = String(decoding: token, as: UTF8.self)
+        let missing = (4 - text.utf8.count % 4) % 4
+        guard let decoded = StandardBase64.decode(text) ?? (missing > 0 && missing < 3 ? StandardBase64.decode(text + String(repeating: "=", count: missing)) : nil)
+                ?? Base64URL.decode(text) else { return false }
         let prefix = Array(#"{"error":""#.utf8), suffix = Array(#""}"#.utf8)
         guard decoded.count > prefix.count + suffix.count, decoded.starts(with: prefix), decoded.suffix(2).elementsEqual(suffix) else { return false }
         return decoded[prefix.count..<(decoded.count - suffix.count)].allSatisfy {

@@ -94,20 +94,18 @@ final class AdminHandler: SmallHTTPHandler {
     /// `Host` names this machine by address or as `localhost` (any port); no Host at all (HTTP/1.0) is fine too.
     static func isLocalHost(_ host: String?) -> Bool {
         guard let host = host?.lowercased() else { return true }
-        var name = Substring(host)
+        var name = Substring(host), port = Substring("")
         if name.hasPrefix("[") {   // [v6]:port
             guard let close = name.firstIndex(of: "]") else { return false }
-            let rest = name[name.index(after: close)...]
-            guard rest.isEmpty || (rest.hasPrefix(":") && rest.dropFirst().allSatisfy(\.isNumber)) else { return false }
-            return name[name.index(after: name.startIndex)..<close].allSatisfy { $0.isHexDigit || $0 == ":" || $0 == "." }
-        }
-        if let colon = name.lastIndex(of: ":") {
-            guard name[name.index(after: colon)...].allSatisfy(\.isNumber) else { return false }
+            port = name[name.index(after: close)...]
+            name = name[name.index(after: name.startIndex)..<close]
+            guard name.contains(":") else { return false }
+        } else if let colon = name.lastIndex(of: ":") {
+            port = name[colon...]
             name = name[..<colon]
         }
-        if name == "localhost" || name == "localhost." { return true }
-        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
-        return parts.count == 4 && parts.allSatisfy { p in !p.isEmpty && p.count <= 3 && p.allSatisfy(\.isNumber) && Int(p)! <= 255 }
+        guard port.isEmpty || (port.hasPrefix(":") && port.dropFirst().allSatisfy(\.isNumber)) else { return false }
+        return name == "localhost" || name == "localhost." || UpstreamCluster.isAddressLiteral(String(name))
     }
 }
 

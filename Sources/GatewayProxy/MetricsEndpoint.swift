@@ -108,11 +108,16 @@ public enum MetricsEndpoint {
 
     /// A copy of one loop's counters, taken on that loop; nil if it does not answer within a second (stopping).
     static func snapshot(_ worker: ProxyWorker) -> LoopMetricsSnapshot? {
+        onLoop(worker) { worker.metrics.snapshot() }
+    }
+
+    /// Runs `body` on `worker`'s loop and returns its result; nil if the loop does not answer within a second.
+    static func onLoop<T: Sendable>(_ worker: ProxyWorker, _ body: @escaping @Sendable () -> T) -> T? {
         let done = DispatchSemaphore(value: 0)
-        let box = AnnotatedMutex<LoopMetricsSnapshot?>(nil)
+        let box = AnnotatedMutex<T?>(nil)
         worker.loop.execute {
-            let s = worker.metrics.snapshot()
-            box.withLock { $0 = s }
+            let value = body()
+            box.withLock { $0 = value }
             done.signal()
         }
         guard done.wait(timeout: .now() + 1) == .success else { return nil }

@@ -1,6 +1,5 @@
 import Dispatch
 import GatewayCore
-import GatewayPosix
 import Observability
 
 /// The rollout view's memory (admin `GET /`, `GET /stats`): verification outcomes per route, verifier, result and
@@ -97,15 +96,7 @@ public final class RolloutHistory: Sendable {
     /// One loop's cumulative verification counters and its app counts since the last take, copied on that loop;
     /// nil if it does not answer within a second (stopping). A late answer's app counts are lost (not counted twice).
     private static func take(_ worker: ProxyWorker) -> (verifications: [Int: UInt64], apps: [AppRequestKey: UInt64])? {
-        let done = DispatchSemaphore(value: 0)
-        let box = AnnotatedMutex<(verifications: [Int: UInt64], apps: [AppRequestKey: UInt64])?>(nil)
-        worker.loop.execute {
-            let taken = (worker.metrics.verifications, worker.metrics.takeAppRequests())
-            box.withLock { $0 = taken }
-            done.signal()
-        }
-        guard done.wait(timeout: .now() + 1) == .success else { return nil }
-        return box.withLock { $0 }
+        MetricsEndpoint.onLoop(worker) { (worker.metrics.verifications, worker.metrics.takeAppRequests()) }
     }
 
     /// The buckets of the last `minutes` minutes (the current one included), after a fresh sample, and the current
