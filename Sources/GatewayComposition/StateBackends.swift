@@ -9,7 +9,7 @@ import StateStoreSQLite
 /// The state backend a configuration names (`state:`), opened only when something needs it.
 enum StateBackends {
     /// Limited use, App Attest (challenges, keys, counters), DeviceCheck's subject binding and Play Integrity's
-    /// challenges need the store.
+    /// challenges need the store; so do route rate limits when the store is Redis (they are shared there).
     static func openIfNeeded(_ config: GatewayConfiguration, verifiers: VerifierGraph) throws(ProxyRuntime.StartupError) -> StateService? {
         let subjectBinding = config.verifiers.contains { v in
             switch v.kind {
@@ -19,7 +19,10 @@ enum StateBackends {
             default: false
             }
         }
-        guard config.routes.contains(where: { $0.limitedUse }) || !verifiers.appAttest.isEmpty || subjectBinding else { return nil }
+        let sharedRateLimits = config.state.backend == .redis && config.routes.contains { $0.rateLimit != nil }
+        guard config.routes.contains(where: { $0.limitedUse }) || !verifiers.appAttest.isEmpty || subjectBinding || sharedRateLimits else {
+            return nil
+        }
         return try open(config.state)
     }
 

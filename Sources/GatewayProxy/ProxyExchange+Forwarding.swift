@@ -27,11 +27,24 @@ extension ProxyExchange {
             return
         }
         // An app id or key id limit counts verified requests only, before anything is consumed.
-        if let limit = route.rateLimit, limit.key != .clientAddress, let key = Self.rateLimitKey(limit.key, decision),
-           let retry = gen.runtime.rateLimiter.take(limit, name: route.rateLimitName, key: key.utf8) {
-            respondLocal(.rateLimited(retryAfter: retry), close: unreadBody || !head.keepAlive)
-            return
+        if let limit = route.rateLimit, limit.key != .clientAddress, let key = Self.rateLimitKey(limit.key, decision) {
+            if let shared = gen.runtime.sharedRateLimits {
+                takeSharedToken(shared, limit, name: route.rateLimitName, key: Array(key.utf8), close: unreadBody || !head.keepAlive) { conn in
+                    conn.verifiedAdmitted(head, route: route, plan: plan, decision)
+                }
+                return
+            }
+            if let retry = gen.runtime.rateLimiter.take(limit, name: route.rateLimitName, key: key.utf8) {
+                respondLocal(.rateLimited(retryAfter: retry), close: unreadBody || !head.keepAlive)
+                return
+            }
         }
+        verifiedAdmitted(head, route: route, plan: plan, decision)
+    }
+
+    /// A decision that may go on, past the route's app id or key id limit: consume what it names, then forward.
+    private func verifiedAdmitted(_ head: HTTP1RequestHead, route: CompiledRoute, plan: Authenticator,
+                                  _ decision: VerificationDecision) {
         switch plan.consumption(for: decision, progress: exchange.progress) {
         case .nothing:
             forward(head, route: route, decision: decision)

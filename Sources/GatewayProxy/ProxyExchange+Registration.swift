@@ -15,11 +15,23 @@ extension ProxyExchange {
         exchange.registration = endpoint
         // registration_rate_limit: per client address, before the body is read or any work is done for it.
         let name = endpoint.registrar.name
-        if let limit = gen.runtime.registrationLimits[name],
-           let retry = gen.runtime.rateLimiter.take(limit, name: "registration:" + name, key: rateLimitAddress(head)) {
-            respondLocal(.rateLimited(retryAfter: retry), close: !http.requestDone || !head.keepAlive)
-            return
+        if let limit = gen.runtime.registrationLimits[name] {
+            let key = rateLimitAddress(head)
+            if let shared = gen.runtime.sharedRateLimits {
+                takeSharedToken(shared, limit, name: "registration:" + name, key: key,
+                                close: !http.requestDone || !head.keepAlive) { conn in conn.registrationAdmitted(head) }
+                return
+            }
+            if let retry = gen.runtime.rateLimiter.take(limit, name: "registration:" + name, key: key) {
+                respondLocal(.rateLimited(retryAfter: retry), close: !http.requestDone || !head.keepAlive)
+                return
+            }
         }
+        registrationAdmitted(head)
+    }
+
+    /// A registration request past its rate limit: hold its body, then answer it.
+    private func registrationAdmitted(_ head: HTTP1RequestHead) {
         guard head.methodIs("POST") else {
             respondLocal(.methodNotAllowed(allow: "POST"), close: !http.requestDone || !head.keepAlive)
             return

@@ -112,11 +112,25 @@ extension ProxyExchange {
         let route = gen.routes[routeIndex]
         exchange.bodyLimit = route.maxBodyBytes
         // A per-client limit applies before any verification work is spent on the request.
-        if let limit = route.rateLimit, limit.key == .clientAddress,
-           let retry = gen.runtime.rateLimiter.take(limit, name: route.rateLimitName, key: rateLimitAddress(head)) {
-            respondLocal(.rateLimited(retryAfter: retry), close: hasBody || !head.keepAlive)
-            return
+        if let limit = route.rateLimit, limit.key == .clientAddress {
+            let key = rateLimitAddress(head)
+            if let shared = gen.runtime.sharedRateLimits {
+                takeSharedToken(shared, limit, name: route.rateLimitName, key: key, close: hasBody || !head.keepAlive) { conn in
+                    conn.routeAdmitted(head, route: route, preflight: preflight)
+                }
+                return
+            }
+            if let retry = gen.runtime.rateLimiter.take(limit, name: route.rateLimitName, key: key) {
+                respondLocal(.rateLimited(retryAfter: retry), close: hasBody || !head.keepAlive)
+                return
+            }
         }
+        routeAdmitted(head, route: route, preflight: preflight)
+    }
+
+    /// The route's request, past its client-address limit: verify it, or forward it.
+    private func routeAdmitted(_ head: HTTP1RequestHead, route: CompiledRoute, preflight: Bool) {
+        let hasBody = head.framing != .none
         // gRPC runs over HTTP/2 only: an HTTP/1.1 client naming application/grpc does not get the longer idle limit.
         if head.grpc && http2 { exchange.streamIdleMillis = route.streamIdleMillis }
         if head.upgradeWebSocket {

@@ -6,6 +6,7 @@ public import HTTP1
 import HTTP2
 import Attestation
 import Observability
+import StateStore
 
 /// An upstream with its address resolved once at start-up.
 public struct UpstreamTarget: Sendable {
@@ -49,8 +50,11 @@ public struct ProxyRuntime: Sendable {
     let registration: RegistrationEndpoints
     /// `registration_rate_limit` of each verifier with registration endpoints (absent: turned off).
     let registrationLimits: [String: RateLimitConfig]
-    /// The buckets of every rate limit; kept across reloads (a reload does not hand out a fresh budget).
+    /// The buckets of every rate limit; kept across reloads (a reload does not hand out a fresh budget). With a
+    /// store that shares limits, the fallback when it fails.
     let rateLimiter: RateLimiter
+    /// The state store when it shares rate limits (Redis): every limit takes its tokens there. Nil: `rateLimiter`.
+    let sharedRateLimits: SharedRateLimits?
     /// `forward_auth.path`, if configured.
     let forwardAuthPath: [UInt8]?
     /// `verdict_token`: the signer of verified requests' verdicts (nil: not configured).
@@ -143,6 +147,15 @@ public struct ProxyRuntime: Sendable {
         }
         registrationLimits = limits
         rateLimiter = previous?.rateLimiter ?? RateLimiter()
+        if let state, state.store.sharesRateLimits {
+            if let kept = previous?.sharedRateLimits, kept.state === state {
+                sharedRateLimits = kept
+            } else {
+                sharedRateLimits = SharedRateLimits(state: state)
+            }
+        } else {
+            sharedRateLimits = nil
+        }
         forwardAuthPath = config.forwardAuth.map { Array($0.path.utf8) }
         if let v = config.verdictToken {
             // A reload with the same settings keeps the key (a generated one too): upstreams keep verifying.

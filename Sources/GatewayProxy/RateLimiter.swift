@@ -6,7 +6,8 @@ import GatewayCore
 /// shard holds at most `maxBucketsPerShard` buckets — when full, buckets that have refilled to their burst (idle
 /// keys: forgetting them changes nothing) go first, then the least recently used half.
 ///
-/// Local to the process: with several replicas each has its own budget (a shared one through Redis is not built yet).
+/// Local to the process: with several replicas each has its own budget. With a Redis store the limits are shared
+/// there instead (`SharedRateLimits`), and these buckets are the fallback while Redis fails.
 final class RateLimiter: Sendable {
     private struct Bucket {
         var tokens: Double

@@ -123,6 +123,26 @@ public protocol AttestationStateStore: Sendable {
 
     /// A cheap round trip proving the backend answers (readiness).
     func ping() throws(StateStoreError)
+
+    /// Whether `takeToken` shares rate-limit budgets between processes (Redis). False (the default): the backend
+    /// keeps no rate limits, and the gateway keeps its in-process token buckets (one SQLite file serves one
+    /// process; the memory store is per process anyway).
+    var sharesRateLimits: Bool { get }
+
+    /// Takes one token from the bucket of `key` under the limit named `limit`, shared by every process on this
+    /// backend: refilled at `ratePerSecond` up to `burst`, on the backend's clock (replicas' clocks do not matter).
+    /// Nil when a token was taken; else the seconds until one is back (for `Retry-After`, at least 1). `key` is
+    /// stored as given: callers pass a digest of anything they do not want to appear in the backend. Throws
+    /// `.invalid` on a backend that does not share rate limits (`sharesRateLimits` false).
+    func takeToken(limit: String, key: String, ratePerSecond: Double, burst: Int) throws(StateStoreError) -> Int?
+}
+
+extension AttestationStateStore {
+    public var sharesRateLimits: Bool { false }
+
+    public func takeToken(limit: String, key: String, ratePerSecond: Double, burst: Int) throws(StateStoreError) -> Int? {
+        throw StateStoreError(.invalid, "this state backend does not share rate limits")
+    }
 }
 
 /// One value to consume in a batch (see `consumeOnce(batch:)`).

@@ -9,7 +9,7 @@ struct RedisScript: Sendable {
     let name: String
     let source: String
 
-    static let all: [RedisScript] = [consume, registerKey, advanceCounter, keysForApp, putReceipt]
+    static let all: [RedisScript] = [consume, registerKey, advanceCounter, keysForApp, putReceipt, takeToken]
 
     /// Records a one-time value (`consumeOnce` and `issue`; they differ only in the key's kind).
     /// KEYS[1] = the one-time value's key; ARGV = expiresAt, now (caller's unix seconds), lifetime in ms (≥ 1).
@@ -58,5 +58,31 @@ struct RedisScript: Sendable {
         redis.call('DEL', KEYS[1])
         redis.call('HSET', KEYS[1], unpack(ARGV))
         return 1
+        """)
+
+    /// A shared rate limit as GCRA (the generic cell rate algorithm: a token bucket kept as one number, the
+    /// theoretical arrival time of the next request, as Envoy's ratelimit and redis-cell do). KEYS[1] = the limit's
+    /// key; ARGV[1] = the emission interval (µs per token, ≥ 1), ARGV[2] = the burst window (burst × interval, µs).
+    /// Time is Redis' own (`TIME`; fine before a write, scripts replicate their effects), so replicas' clocks do
+    /// not matter. Returns 0 when a token was taken (the stored time advanced by one interval, the key expiring when
+    /// the bucket would be full again), else the µs until one is back. A stored time further ahead than the window
+    /// allows (a reload lowered the burst or raised the rate) is stored back as an empty bucket under the new settings.
+    static let takeToken = RedisScript(id: 5, name: "takeToken", source: """
+        local t = redis.call('TIME')
+        local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+        local interval = tonumber(ARGV[1])
+        local window = tonumber(ARGV[2])
+        local v = redis.call('GET', KEYS[1])
+        local tat = v and tonumber(v)
+        if not tat or tat < now then tat = now end
+        if tat > now + window then
+          tat = now + window
+          redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.max(1, math.ceil(window / 1000)))
+        end
+        local next = tat + interval
+        local wait = next - window - now
+        if wait > 0 then return wait end
+        redis.call('SET', KEYS[1], string.format('%.0f', next), 'PX', math.max(1, math.ceil((next - now) / 1000)))
+        return 0
         """)
 }

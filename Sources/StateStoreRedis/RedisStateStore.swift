@@ -10,6 +10,9 @@ public import StateStore
 ///   `validation_category`?, `bundle_version`?, `key_access_control`? (the attestation's extensions, when present).
 /// - `<prefix>app:<app id>` — list of key ids in registration order.
 /// - `<prefix>receipt:<key id>` — hash `receipt`, `risk_metric`?, `created_at`, `not_before`?, `last_used_at`.
+/// - `<prefix>ratelimit:<limit>:<key>` — a shared rate limit's bucket (`takeToken`, GCRA): the theoretical arrival
+///   time of the next request in µs of Redis' clock; expires when the bucket would be full again. The gateway passes
+///   a hex SHA-256 as the key (of a client address, an app id, a key id), so none appears in Redis as it is.
 ///
 /// Everything that must be atomic runs as one Lua script. The store connects lazily (a Redis that is down at
 /// start-up makes calls fail with `.unavailable`, and `ping` report it, rather than stopping the gateway), and after
@@ -78,6 +81,34 @@ public final class RedisStateStore: AttestationStateStore {
         return try Self.flag(reply, what)
     }
 
+    /// Rate limits are shared by every process on this Redis.
+    public var sharesRateLimits: Bool { true }
+
+    /// One bucket is kept at most this long (the burst window is capped to it, which only matters for a huge burst
+    /// at a very low rate).
+    static let maxWindowMicros: Int64 = maxLifetimeSeconds * 1_000_000
+
+    /// `RedisScript.takeToken` on `<prefix>ratelimit:<limit>:<key>`. Not a write `state.wait_replicas` waits for:
+    /// a rate-limit step lost in a failover only hands back a token, and a lagging replica must not turn shared
+    /// limits into local ones.
+    public func takeToken(limit: String, key: String, ratePerSecond: Double, burst: Int) throws(StateStoreError) -> Int? {
+        guard ratePerSecond.isFinite, ratePerSecond > 0, burst >= 1 else {
+            throw StateStoreError(.invalid, "takeToken: the rate must be positive and the burst at least 1")
+        }
+        let interval = max(1, Int64(min(1e6 / ratePerSecond, Double(Self.maxWindowMicros)).rounded()))
+        let window = Int64(burst).multipliedReportingOverflow(by: interval)
+        let windowMicros = window.overflow ? Self.maxWindowMicros : min(window.partialValue, Self.maxWindowMicros)
+        let reply = try client.eval(RedisScript.takeToken, write: false) { c in
+            c.append("1")
+            c.append(keys.rateLimit(limit: limit, key: key))
+            c.append(interval)
+            c.append(max(windowMicros, interval))
+        }
+        let waitMicros = try reply.integer(for: "takeToken")
+        guard waitMicros > 0 else { return nil }
+        return Int(max(1, (waitMicros + 999_999) / 1_000_000))
+    }
+
     /// Redis evicts expired one-time values itself.
     public func sweepExpired(now: Int64) throws(StateStoreError) -> Int { 0 }
 
@@ -109,6 +140,12 @@ struct RedisKeySpace: Sendable {
             return namespace
         }
         return namespace.replacingPercentAndColon()
+    }
+
+    /// `<prefix>ratelimit:<limit>:<key>`: the key percent-encoded like a namespace, so the last `:` always ends
+    /// the limit's name (which may hold `:` itself: `route:api`).
+    func rateLimit(limit: String, key: String) -> String {
+        prefix + "ratelimit:" + limit + ":" + Self.encoded(key)
     }
 
     func attestedKey(_ keyID: String) -> String { prefix + "key:" + keyID }

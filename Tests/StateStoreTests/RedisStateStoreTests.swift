@@ -12,8 +12,8 @@ private func makeRedisStore(_ server: RedisServer, prefix: String = uniqueRedisP
     try RedisStateStore(url: url ?? server.url, keyPrefix: prefix, timeoutMillis: timeoutMillis)
 }
 
-/// The kind of error `body` throws, or nil when it succeeds.
-private func errorKind(_ body: () throws -> Void) -> StateStoreError.Kind? {
+/// The kind of error `body` throws, or nil when it succeeds (the Redis suites share it).
+func errorKind(_ body: () throws -> Void) -> StateStoreError.Kind? {
     do {
         try body()
         return nil
