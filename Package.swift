@@ -49,7 +49,6 @@ let package = Package(
         .target(name: "OutboundHTTP", dependencies: ["CCurl", "GatewayCore"]),
         .target(name: "StateStore", dependencies: ["GatewayCore"]),
         .target(name: "StateStoreSQLite", dependencies: ["StateStore", "CSQLite", "GatewayCore"]),
-        .target(name: "StateStoreRedis", dependencies: ["StateStore", "CHiredis", "GatewayCore"]),
         .target(name: "Attestation", dependencies: ["JOSE", "GatewayCrypto", "KeySetCache", "GatewayCore", "CBOR", "StateStore"]),
 
         // Test support: a simulated App Attest device and CA (tests, `attest-gateway-dev appattest`, `make demo`). Never a
@@ -60,6 +59,8 @@ let package = Package(
         .target(name: "GatewayPosix", dependencies: ["GatewayCore", "CGatewayShims"], swiftSettings: hotPath),
         // TLS sessions (no I/O) and the socket transport every connection reads and writes through.
         .target(name: "GatewayTLS", dependencies: ["COpenSSL", "GatewayCore", "GatewayPosix"], swiftSettings: hotPath),
+        // Redis: hiredis formats commands and reads replies; the bytes go over the gateway's own sockets and TLS.
+        .target(name: "StateStoreRedis", dependencies: ["StateStore", "CHiredis", "GatewayCore", "GatewayPosix", "GatewayTLS"]),
 
         // Layer 4: the request path.
         .target(name: "GatewayProxy", dependencies: [

@@ -48,6 +48,11 @@ public enum ConfigFileCheck {
                 problems.append(Problem(path: "state.password_file", message: error.message))
             }
         }
+        if config.state.backend == .redis, config.state.usesTLS {
+            do { _ = try StateBackends.redisTLS(config.state) } catch {
+                problems.append(Problem(path: error.key ?? "state.url", message: error.message))
+            }
+        }
         if let path = config.verdictToken?.keyFile, let why = VerdictSigner.keyFileProblem(path) {
             problems.append(Problem(path: "verdict_token.key_file", message: why))
         }

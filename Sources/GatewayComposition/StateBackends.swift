@@ -2,6 +2,7 @@ import GatewayConfig
 import KeySetCache
 import Observability
 import GatewayProxy
+import GatewayTLS
 import StateStore
 import StateStoreRedis
 import StateStoreSQLite
@@ -41,14 +42,33 @@ enum StateBackends {
             }
         case .redis:
             let password = try config.passwordFile.map { path throws(ProxyRuntime.StartupError) in try redisPassword(path) }
+            let tls = try config.usesTLS ? redisTLS(config) : nil
+            if tls != nil, !config.tlsVerify {
+                Logger.warn("state store TLS certificate checks are off (state.tls_verify: false): anyone on the path can pose as Redis",
+                            ["backend": "redis"])
+            }
             do {
                 let store = try RedisStateStore(url: config.url ?? "redis://127.0.0.1:6379/0", keyPrefix: config.keyPrefix,
                                                 timeoutMillis: config.timeoutMillis, username: config.username, password: password,
-                                                waitReplicas: config.waitReplicas, onEvent: logRedisEvent)
+                                                waitReplicas: config.waitReplicas, tls: tls, onEvent: logRedisEvent)
                 return StateService(store: store, allowWhenUnavailable: allow, sweepIntervalSeconds: nil)
             } catch {
                 throw ProxyRuntime.StartupError(description: "state.url: \(error)")
             }
+        }
+    }
+
+    /// `rediss://`: the client context from `ca_file`, `client_certificate`/`client_key` and `tls_verify` (a file
+    /// that cannot be read or does not fit is reported at its key), and the name checked (`tls_server_name`).
+    static func redisTLS(_ config: StateConfig) throws(ProxyRuntime.StartupError) -> RedisTLS {
+        do {
+            let context = try TLSContext.client(caFile: config.caFile, certificateFile: config.clientCertificate,
+                                                keyFile: config.clientKey, verifyPeer: config.tlsVerify, alpn: [])
+            return RedisTLS(context: context, serverName: config.tlsServerName)
+        } catch {
+            let key = error.file == nil ? "url"
+                : error.file == config.caFile ? "ca_file" : error.file == config.clientKey ? "client_key" : "client_certificate"
+            throw ProxyRuntime.StartupError(key: "state.\(key)", message: error.description)
         }
     }
 

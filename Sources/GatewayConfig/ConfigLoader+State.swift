@@ -100,7 +100,8 @@ extension ConfigLoader {
         guard let map = top.mapping("state") else { return state }
         // Keys of the other backends are accepted (and checked), so switching backend is a one-line change.
         map.rejectUnknownKeys(allowed: ["backend", "path", "url", "key_prefix", "timeout", "on_unavailable", "username",
-                                        "password_file", "wait_replicas"])
+                                        "password_file", "wait_replicas", "ca_file", "client_certificate", "client_key",
+                                        "tls_server_name", "tls_verify"])
         if let value = map.oneOf("backend", [StateBackendKind.memory, .sqlite, .redis]) { state.backend = value }
         if let value = map.filePath("path") { state.path = value }
         if let url = map.string("url") {
@@ -108,7 +109,7 @@ extension ConfigLoader {
             if isValidRedisURL(url) {
                 state.url = url
             } else {
-                map.report("invalid redis url (use redis://[user:password@]host:port[/db])", key: "url")
+                map.report("invalid redis url (use redis://[user:password@]host:port[/db], rediss:// for TLS)", key: "url")
             }
         } else if state.backend == .redis, !map.contains("url") {
             map.reportMissing("url")
@@ -119,6 +120,20 @@ extension ConfigLoader {
         state.username = map.nonEmptyString("username")
         state.passwordFile = map.filePath("password_file")
         if let n = map.int("wait_replicas", min: 0, max: 100) { state.waitReplicas = n }
+        state.caFile = map.filePath("ca_file")
+        state.clientCertificate = map.filePath("client_certificate")
+        state.clientKey = map.filePath("client_key")
+        state.tlsServerName = map.nonEmptyString("tls_server_name")
+        if let verify = map.bool("tls_verify") { state.tlsVerify = verify }
+        if state.url != nil, !state.usesTLS {
+            // TLS settings on a plain URL would be silently unused: the operator meant TLS.
+            for key in ["ca_file", "client_certificate", "client_key", "tls_server_name", "tls_verify"] where map.contains(key) {
+                map.report("\(key) applies to TLS: use a rediss:// url", key: key)
+            }
+        }
+        if (state.clientCertificate == nil) != (state.clientKey == nil) {
+            map.report("client_certificate and client_key go together", key: state.clientCertificate == nil ? "client_key" : "client_certificate")
+        }
         if state.passwordFile != nil, let url = state.url, redisURLHasPassword(url) {
             map.report("the password is in url and in password_file: keep one (password_file keeps it out of gateway.yml)",
                        key: "password_file")
@@ -135,9 +150,9 @@ extension ConfigLoader {
         return authority.index(after: colon) < at
     }
 
-    /// `redis://[user:password@]host:port[/db]` with a numeric db.
+    /// `redis[s]://[user:password@]host:port[/db]` with a numeric db.
     static func isValidRedisURL(_ text: String) -> Bool {
-        guard let url = ConfigURL(text), url.scheme == "redis", url.query == nil else { return false }
+        guard let url = ConfigURL(text), url.scheme == "redis" || url.scheme == "rediss", url.query == nil else { return false }
         let db = url.path.drop { $0 == "/" }
         return url.path.isEmpty || url.path == "/" || (url.path.hasPrefix("/") && ConfigValue.decimal(db) != nil)
     }

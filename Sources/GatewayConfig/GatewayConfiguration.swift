@@ -102,6 +102,16 @@ public struct StateConfig: Sendable, Equatable {
     public var passwordFile: String?
     /// `wait_replicas`: after each write, `WAIT` for this many Redis replicas within `timeout` (0: do not wait).
     public var waitReplicas: Int = 0
+    /// `rediss://` (TLS): `ca_file` (the trust anchor; default the system store), `client_certificate` and
+    /// `client_key` (PEM, together), `tls_server_name` (the name the certificate must carry; default the URL's
+    /// host) and `tls_verify` (false: any certificate, an opt-out logged at start).
+    public var caFile: String?
+    public var clientCertificate: String?
+    public var clientKey: String?
+    public var tlsServerName: String?
+    public var tlsVerify: Bool = true
+    /// Whether `url` is `rediss://`.
+    public var usesTLS: Bool { url?.prefix(9).lowercased() == "rediss://" }
     public init() {}
 }
 

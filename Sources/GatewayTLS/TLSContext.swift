@@ -34,9 +34,13 @@ public final class TLSContext: @unchecked Sendable {
     static let tls12Ciphers = "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
         + "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
 
-    private init(ctx: OpaquePointer, alpn: [String], isServer: Bool) {
+    /// Client: whether the server's certificate (and name) is checked; false only by an explicit opt-out.
+    public let verifiesPeer: Bool
+
+    private init(ctx: OpaquePointer, alpn: [String], isServer: Bool, verifiesPeer: Bool = true) {
         self.ctx = ctx
         self.isServer = isServer
+        self.verifiesPeer = verifiesPeer
         alpnWire = alpn.flatMap { [UInt8($0.utf8.count)] + Array($0.utf8) }
     }
 
@@ -78,16 +82,37 @@ public final class TLSContext: @unchecked Sendable {
         return context
     }
 
-    /// A client context (TLS to upstreams): peer certificates verified against `caFile`, or the system store.
-    public static func client(caFile: String? = nil, alpn: [String] = ["http/1.1"]) throws(TLSError) -> TLSContext {
+    /// A client context (TLS to upstreams, to Redis): peer certificates verified against `caFile`, or the system
+    /// store; `certificateFile` and `keyFile` (PEM, together) present a client certificate; `verifyPeer: false`
+    /// accepts any server certificate (an explicit opt-out, for tests: the session then checks no name either).
+    public static func client(caFile: String? = nil, certificateFile: String? = nil, keyFile: String? = nil,
+                              verifyPeer: Bool = true, alpn: [String] = ["http/1.1"]) throws(TLSError) -> TLSContext {
         guard let ctx = SSL_CTX_new(TLS_client_method()) else { throw TLSError("SSL_CTX_new") }
-        let context = TLSContext(ctx: ctx, alpn: alpn, isServer: false)
+        let context = TLSContext(ctx: ctx, alpn: alpn, isServer: false, verifiesPeer: verifyPeer)
         try context.restrictVersions()
-        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nil)
+        SSL_CTX_set_verify(ctx, verifyPeer ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, nil)
         if let caFile {
             guard SSL_CTX_load_verify_locations(ctx, caFile, nil) == 1 else { throw TLSError("cannot read the CA file \(caFile)", file: caFile) }
-        } else {
+        } else if verifyPeer {
             guard SSL_CTX_set_default_verify_paths(ctx) == 1 else { throw TLSError("cannot load the system CA store") }
+        }
+        if let certificateFile {
+            guard SSL_CTX_use_certificate_chain_file(ctx, certificateFile) == 1 else {
+                throw TLSError("cannot read the client certificate \(certificateFile)", file: certificateFile)
+            }
+        }
+        if let keyFile {
+            guard SSL_CTX_use_PrivateKey_file(ctx, keyFile, SSL_FILETYPE_PEM) == 1 else {
+                throw TLSError("cannot read the client key \(keyFile)", file: keyFile)
+            }
+        }
+        if certificateFile != nil || keyFile != nil {
+            guard certificateFile != nil, keyFile != nil else {
+                throw TLSError("a client certificate needs its key, and a key its certificate", file: certificateFile ?? keyFile)
+            }
+            guard SSL_CTX_check_private_key(ctx) == 1 else {
+                throw TLSError("the client key does not match the client certificate", file: keyFile)
+            }
         }
         if !alpn.isEmpty {
             let wire = context.alpnWire

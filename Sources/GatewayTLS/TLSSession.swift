@@ -1,5 +1,8 @@
 internal import COpenSSL
 public import GatewayCore
+#if canImport(Glibc)
+import Glibc
+#endif
 /// One TLS connection as bytes in, bytes out: the caller moves ciphertext between the socket and `feed` /
 /// `takeCiphertext`, and plaintext through `read` / `write`. No I/O inside, so the event loops drive it exactly as
 /// they drive the HTTP parser. Loop-confined.
@@ -38,8 +41,17 @@ public final class TLSSession {
             SSL_set_accept_state(ssl)
         } else {
             if let serverName {
-                guard shim_SSL_set_tlsext_host_name(ssl, serverName) == 1, SSL_set1_host(ssl, serverName) == 1 else {
-                    throw TLSError("setting the server name \(serverName)")
+                // An address literal is checked against the certificate's IP SANs and sent as no SNI (RFC 6066
+                // allows host names only); a name is sent as SNI and checked against the DNS SANs.
+                if Self.isAddressLiteral(serverName) {
+                    guard !context.verifiesPeer || X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), serverName) == 1 else {
+                        throw TLSError("setting the server address \(serverName)")
+                    }
+                } else {
+                    guard shim_SSL_set_tlsext_host_name(ssl, serverName) == 1,
+                          !context.verifiesPeer || SSL_set1_host(ssl, serverName) == 1 else {
+                        throw TLSError("setting the server name \(serverName)")
+                    }
                 }
             }
             SSL_set_connect_state(ssl)
@@ -121,6 +133,20 @@ public final class TLSSession {
     }
 
     public var isHandshakeDone: Bool { SSL_is_init_finished(ssl) == 1 }
+
+    /// Why the peer's certificate was refused (`certificate verify failed` comes with this), nil when it was not:
+    /// X.509's own words (`unable to get local issuer certificate`, `certificate has expired`, `hostname mismatch`).
+    public var certificateError: String? {
+        let result = SSL_get_verify_result(ssl)
+        guard result != X509_V_OK else { return nil }
+        return String(cString: X509_verify_cert_error_string(result))
+    }
+
+    /// An IPv4 or IPv6 address literal (no brackets).
+    static func isAddressLiteral(_ host: String) -> Bool {
+        var v6 = in6_addr()
+        return inet_pton(AF_INET, host, &v6) == 1 || inet_pton(AF_INET6, host, &v6) == 1
+    }
 
     /// The protocol ALPN chose (`h2`, `http/1.1`), if any.
     public var negotiatedProtocol: String? {

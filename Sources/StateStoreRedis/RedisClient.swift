@@ -18,6 +18,8 @@ final class RedisClient: Sendable {
     }
 
     let endpoint: RedisEndpoint
+    /// `rediss://`: the TLS context and the name checked.
+    let tls: RedisTLS?
     let timeoutMillis: Int
     /// `state.wait_replicas`: after a write, `WAIT` for this many replicas within what is left of the operation's
     /// budget; fewer is a failure (the write happened on the master, but a failover could lose it).
@@ -25,9 +27,10 @@ final class RedisClient: Sendable {
     private let locked = AnnotatedMutex(Locked())
     private let onEvent: @Sendable (RedisStateStore.Event) -> Void
 
-    init(endpoint: RedisEndpoint, timeoutMillis: Int, waitReplicas: Int = 0,
+    init(endpoint: RedisEndpoint, tls: RedisTLS? = nil, timeoutMillis: Int, waitReplicas: Int = 0,
          onEvent: @escaping @Sendable (RedisStateStore.Event) -> Void = { _ in }) {
         self.endpoint = endpoint
+        self.tls = tls
         self.timeoutMillis = max(timeoutMillis, 1)
         self.waitReplicas = max(waitReplicas, 0)
         self.onEvent = onEvent
@@ -113,7 +116,7 @@ final class RedisClient: Sendable {
             case .connect:
                 s.connection = nil
                 do throws(StateStoreError) {
-                    s.connection = try RedisConnection(endpoint: endpoint, deadline: deadline)
+                    s.connection = try RedisConnection(endpoint: endpoint, tls: tls, deadline: deadline)
                     s.machine.connectSucceeded()
                     if s.lastFailure != nil {
                         s.lastFailure = nil

@@ -19,27 +19,28 @@ struct RedisDeadline {
     }
 }
 
-/// One blocking hiredis connection (`redisContext`), owned by exactly one `RedisClient` under its lock.
+/// One blocking connection to Redis, owned by exactly one `RedisClient` under its lock: the bytes travel over
+/// `RedisTransport` (plain or TLS), hiredis formats each command (`redisFormatCommandArgv`) and parses the replies
+/// (its `redisReader`) — no RESP written by hand.
 ///
 /// Any thrown error means the connection is unusable (I/O error, EOF, timeout — after a timeout a late reply could
 /// otherwise be read as the answer to the next command) and must be dropped. Error *replies* are not thrown: they
 /// come back as `.error` and leave the connection in sync.
 final class RedisConnection {
-    private let context: UnsafeMutablePointer<redisContext>
-    /// The socket timeout last set, so the usual case (a whole budget per command) costs no `setsockopt`.
-    private var socketTimeoutMillis = -1
+    private let transport: RedisTransport
+    private let reader: UnsafeMutablePointer<redisReader>
+    /// Reply bytes read from the transport, handed to the reader.
+    private let inbound = ByteBuffer(capacity: 16 * 1024)
 
-    /// Connects, then authenticates and selects the database as `endpoint` says, all within `deadline`.
-    init(endpoint: RedisEndpoint, deadline: RedisDeadline) throws(StateStoreError) {
-        let budget = try deadline.remainingMillis(doing: "connect")
-        guard let context = redisConnectWithTimeout(endpoint.host, endpoint.port, chiredis_timeval_ms(budget)) else {
+    /// Connects (TLS when `endpoint` says so), then authenticates and selects the database as `endpoint` says, all
+    /// within `deadline`.
+    init(endpoint: RedisEndpoint, tls: RedisTLS?, deadline: RedisDeadline) throws(StateStoreError) {
+        guard let reader = redisReaderCreate() else {
             throw StateStoreError(.unavailable, "redis connect \(endpoint): out of memory")
         }
-        self.context = context
-        if chiredis_err(context) != 0 {
-            // `deinit` frees the context; the error kind depends on whether the connect timed out.
-            throw connectionError(doing: "connect to \(endpoint)")
-        }
+        self.reader = reader
+        transport = try RedisTransport(host: endpoint.host, port: endpoint.port, tls: endpoint.tls ? tls : nil,
+                                       peer: endpoint.description, deadline: deadline)
         if let password = endpoint.password {
             var auth = RedisCommand("AUTH")
             if let user = endpoint.user { auth.append(user) }
@@ -51,35 +52,30 @@ final class RedisConnection {
         }
     }
 
-    deinit { redisFree(context) }
+    deinit { redisReaderFree(reader) }
 
     /// Sends `command` and waits for its reply, giving up when `deadline` passes.
     func run(_ command: RedisCommand, deadline: RedisDeadline) throws(StateStoreError) -> RedisReply {
-        let budget = try deadline.remainingMillis(doing: command.name)
-        if budget != socketTimeoutMillis {
-            guard redisSetTimeout(context, chiredis_timeval_ms(budget)) == REDIS_OK else {
-                throw connectionError(doing: command.name)
+        var formatted: UnsafeMutablePointer<CChar>? = nil
+        let length = command.withArgv { argc, argv, argvlen in redisFormatCommandArgv(&formatted, argc, argv, argvlen) }
+        guard length > 0, let formatted else { throw StateStoreError(.unavailable, "redis \(command.name): out of memory") }
+        defer { redisFreeCommand(formatted) }
+        try transport.send(UnsafeRawBufferPointer(start: formatted, count: Int(length)), deadline: deadline, doing: command.name)
+        while true {
+            var raw: UnsafeMutableRawPointer? = nil
+            guard redisReaderGetReply(reader, &raw) == REDIS_OK else {
+                throw StateStoreError(.unavailable, "redis \(command.name): protocol error (\(String(cString: chiredis_reader_errstr(reader))))",
+                                      cause: "protocol")
             }
-            socketTimeoutMillis = budget
+            if let raw {
+                defer { freeReplyObject(raw) }
+                return RedisReply(copying: raw.assumingMemoryBound(to: redisReply.self)) ?? .error("unsupported reply type")
+            }
+            inbound.clear()
+            try transport.receive(into: inbound, deadline: deadline, doing: command.name)
+            let fed = inbound.readable.withMemoryRebound(to: CChar.self) { redisReaderFeed(reader, $0.baseAddress, $0.count) }
+            guard fed == REDIS_OK else { throw StateStoreError(.unavailable, "redis \(command.name): out of memory") }
         }
-        let raw = command.withArgv { argc, argv, argvlen in redisCommandArgv(context, argc, argv, argvlen) }
-        guard let raw else { throw connectionError(doing: command.name) }
-        defer { freeReplyObject(raw) }
-        return RedisReply(copying: raw.assumingMemoryBound(to: redisReply.self))
-            ?? .error("unsupported reply type")
-    }
-
-    /// The error for a failed call, read from the context right away (errno is only meaningful now).
-    private func connectionError(doing what: String) -> StateStoreError {
-        let timedOut = chiredis_errno_is_timeout() != 0
-        let message = String(cString: chiredis_errstr(context))
-        // hiredis reports a socket timeout as an I/O error carrying strerror(EAGAIN or ETIMEDOUT).
-        let looksTimedOut = message.contains("timed out") || message.contains("temporarily unavailable")
-        if chiredis_err(context) == REDIS_ERR_IO && (timedOut || looksTimedOut) {
-            return StateStoreError(.timeout, "redis \(what): timed out (\(message))", cause: "timeout")
-        }
-        let cause = message.contains("refused") ? "refused" : message.isEmpty || chiredis_err(context) == REDIS_ERR_EOF ? "connection_lost" : "io"
-        return StateStoreError(.unavailable, "redis \(what): \(message.isEmpty ? "connection lost" : message)", cause: cause)
     }
 
     private func expectOK(_ reply: RedisReply, _ what: String) throws(StateStoreError) {

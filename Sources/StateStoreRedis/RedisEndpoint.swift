@@ -1,20 +1,24 @@
 import StateStore
 
-/// Where and how to reach Redis, parsed from `state.url`: `redis://[user:password@]host:port[/db]`.
+/// Where and how to reach Redis, parsed from `state.url`: `redis[s]://[user:password@]host:port[/db]`.
 ///
 /// A password alone (`redis://:secret@host:6379`) authenticates as the default user (`AUTH password`); user and
-/// password together use ACL auth (`AUTH user password`). User and password may be percent-encoded. TLS
-/// (`rediss://`) is not supported. `description` never contains the password.
+/// password together use ACL auth (`AUTH user password`). User and password may be percent-encoded. `rediss://`
+/// is Redis over TLS (the port still defaults to 6379: Redis has no standard TLS port). `description` never
+/// contains the password.
 struct RedisEndpoint: Sendable, Equatable, CustomStringConvertible {
     var host: String
     var port: Int32
     var user: String?
     var password: String?
     var database: Int
+    /// `rediss://`: TLS.
+    var tls: Bool
 
-    var description: String { "redis://\(host.contains(":") ? "[\(host)]" : host):\(port)/\(database)" }
+    var description: String { "\(tls ? "rediss" : "redis")://\(host.contains(":") ? "[\(host)]" : host):\(port)/\(database)" }
 
-    init(host: String, port: Int32, user: String?, password: String?, database: Int) {
+    init(host: String, port: Int32, user: String?, password: String?, database: Int, tls: Bool = false) {
+        self.tls = tls
         self.host = host
         self.port = port
         self.user = user
@@ -25,8 +29,11 @@ struct RedisEndpoint: Sendable, Equatable, CustomStringConvertible {
     /// Parses `url`; a malformed URL is the configuration's fault, hence `.invalid`.
     init(parsing url: String) throws(StateStoreError) {
         func invalid(_ why: String) -> StateStoreError { StateStoreError(.invalid, "state.url: \(why)") }
-        let scheme = "redis://"
-        guard url.hasPrefix(scheme) else { throw invalid("must start with \(scheme)") }
+        // The scheme is case-insensitive (RFC 3986), as the configuration check takes it.
+        let head = url.prefix(9).lowercased()
+        tls = head.hasPrefix("rediss://")
+        let scheme = tls ? "rediss://" : "redis://"
+        guard head.hasPrefix(scheme) else { throw invalid("must start with redis:// or rediss://") }
         var rest = Substring(url.dropFirst(scheme.count))
 
         // Credentials: everything before the last "@" (a password may itself contain "@" only percent-encoded,

@@ -1,4 +1,5 @@
 public import StateStore
+import GatewayTLS
 /// The Redis backend of `AttestationStateStore`: the distributed engine when several gateway replicas serve one app,
 /// so that they share replay protection and App Attest counters (ARCHITECTURE.md "State").
 ///
@@ -22,20 +23,33 @@ public final class RedisStateStore: AttestationStateStore {
     let keys: RedisKeySpace
 
     /// - Parameters:
-    ///   - url: `redis://[user:password@]host:port[/db]` (`state.url`).
+    ///   - url: `redis[s]://[user:password@]host:port[/db]` (`state.url`; `rediss://`: TLS).
     ///   - keyPrefix: prepended to every key (`state.key_prefix`), so several gateways may share one Redis.
     ///   - timeoutMillis: bounds each operation, connecting and lock waits included (`state.timeout`).
     /// - Throws: `.invalid` for a malformed URL or a non-positive timeout; never touches the network.
     ///   - username, password: override the URL's (`state.username`, `state.password_file`).
     ///   - onEvent: told of each change of the connection's state (a failure with its cause, a recovery), once.
     ///   - waitReplicas: `state.wait_replicas` (see `RedisClient.waitReplicas`).
+    ///   - tls: for `rediss://`, the TLS context (`ca_file`, client certificate, `tls_verify`) and the name checked
+    ///     (`tls_server_name`); nil with `rediss://`: the system's trust store and the URL's host. Unused with
+    ///     `redis://`.
     public init(url: String, keyPrefix: String, timeoutMillis: Int, username: String? = nil, password: String? = nil,
-                waitReplicas: Int = 0, onEvent: @escaping @Sendable (Event) -> Void = { _ in }) throws(StateStoreError) {
+                waitReplicas: Int = 0, tls: RedisTLS? = nil,
+                onEvent: @escaping @Sendable (Event) -> Void = { _ in }) throws(StateStoreError) {
         guard timeoutMillis > 0 else { throw StateStoreError(.invalid, "state.timeout must be positive") }
         var endpoint = try RedisEndpoint(parsing: url)
         if let username { endpoint.user = username }
         if let password { endpoint.password = password }
-        client = RedisClient(endpoint: endpoint, timeoutMillis: timeoutMillis, waitReplicas: waitReplicas, onEvent: onEvent)
+        var tls = tls
+        if endpoint.tls, tls == nil {
+            do {
+                tls = RedisTLS(context: try TLSContext.client(alpn: []))
+            } catch {
+                throw StateStoreError(.invalid, "state.url: \(error)")
+            }
+        }
+        client = RedisClient(endpoint: endpoint, tls: endpoint.tls ? tls : nil, timeoutMillis: timeoutMillis,
+                             waitReplicas: waitReplicas, onEvent: onEvent)
         keys = RedisKeySpace(prefix: keyPrefix)
     }
 

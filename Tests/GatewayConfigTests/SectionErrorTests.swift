@@ -75,7 +75,7 @@ import Foundation
 
     @Test func invalidRedisURLIsNotEchoed() {
         let lines = errorLines(minimalPlus("state:\n  backend: redis\n  url: http://user:hunter2@cache:6379"))
-        #expect(lines == ["gateway.yml:12:8: state.url: invalid redis url (use redis://[user:password@]host:port[/db])"])
+        #expect(lines == ["gateway.yml:12:8: state.url: invalid redis url (use redis://[user:password@]host:port[/db], rediss:// for TLS)"])
         #expect(!lines.joined().contains("hunter2"))
     }
 

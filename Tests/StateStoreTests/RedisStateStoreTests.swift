@@ -254,9 +254,13 @@ func errorKind(_ body: () throws -> Void) -> StateStoreError.Kind? {
         #expect(bare == RedisEndpoint(host: "127.0.0.1", port: 6379, user: nil, password: nil, database: 0))
         let v6 = try RedisEndpoint(parsing: "redis://:pw@[::1]:7000/")
         #expect(v6 == RedisEndpoint(host: "::1", port: 7000, user: nil, password: "pw", database: 0))
+        let tls = try RedisEndpoint(parsing: "rediss://gateway:pw@redis.internal:6380/1")
+        #expect(tls == RedisEndpoint(host: "redis.internal", port: 6380, user: "gateway", password: "pw", database: 1, tls: true))
+        #expect(tls.description == "rediss://redis.internal:6380/1")
+        #expect(try RedisEndpoint(parsing: "rediss://127.0.0.1").port == 6379)
     }
 
-    @Test(arguments: ["http://127.0.0.1:6379", "rediss://h:6379", "redis://", "redis://h:0", "redis://h:65536",
+    @Test(arguments: ["http://127.0.0.1:6379", "redisss://h:6379", "rediss://", "redis://", "redis://h:0", "redis://h:65536",
                       "redis://h:x", "redis://h:6379/-1", "redis://h:6379/db", "redis://pw@h:6379",
                       "redis://:@h:6379", "redis://:%zz@h", "redis://[::1:6379", "redis://h?x=1"])
     func malformedURLsAreInvalid(url: String) {

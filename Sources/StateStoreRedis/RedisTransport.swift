@@ -1,0 +1,201 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import GatewayCore
+internal import GatewayPosix
+public import GatewayTLS
+import StateStore
+
+/// TLS to Redis (`rediss://`): the client context (trust anchor, client certificate, `tls_verify`) built once by
+/// whoever read the configuration, and the name the server's certificate must carry (`tls_server_name`; nil: the
+/// host connected to — an address literal is then checked against the certificate's IP addresses).
+public struct RedisTLS: Sendable {
+    public let context: TLSContext
+    public let serverName: String?
+
+    public init(context: TLSContext, serverName: String? = nil) {
+        self.context = context
+        self.serverName = serverName
+    }
+}
+
+/// One blocking byte stream to Redis over a socket of the gateway's own, plain or through a `TLSSession` (OpenSSL
+/// with memory BIOs, as on the listeners): Debian's hiredis has no TLS, so hiredis only formats commands and reads
+/// replies (`RedisConnection`) and the bytes travel here. Every wait is a `poll` bounded by what is left of the
+/// operation's deadline (`state.timeout`), connecting and the TLS handshake included.
+///
+/// A thrown error leaves the stream unusable; the owner drops it.
+final class RedisTransport {
+    private let socket: Socket
+    private let session: TLSSession?
+    /// What the peer is called in errors (`redis://host:port/db`, never a password).
+    private let peer: String
+    /// Ciphertext read from the socket (TLS) before it is fed to the session.
+    private let cipherIn = ByteBuffer(capacity: 16 * 1024)
+    /// Ciphertext waiting to be sent (TLS).
+    private let cipherOut = ByteBuffer(capacity: 16 * 1024)
+
+    /// Resolves `host`, connects and, with `tls`, completes the handshake (certificate and name checked) within
+    /// `deadline`.
+    init(host: String, port: Int32, tls: RedisTLS?, peer: String, deadline: RedisDeadline) throws(StateStoreError) {
+        self.peer = peer
+        let address: SocketAddress
+        do {
+            address = try SocketAddress.resolve(host: host, port: UInt16(clamping: port))
+        } catch {
+            throw StateStoreError(.unavailable, "redis connect to \(peer): \(error)", cause: "dns")
+        }
+        do {
+            session = try tls.map { tls throws(TLSError) in try TLSSession(context: tls.context, serverName: tls.serverName ?? host) }
+        } catch {
+            throw StateStoreError(.unavailable, "redis connect to \(peer): \(error)", cause: "tls")
+        }
+        let started: (socket: Socket, connected: Bool)
+        do {
+            started = try Socket.connect(to: address)
+        } catch {
+            throw Self.socketError(error.code, doing: "connect to \(peer)")
+        }
+        socket = started.socket
+        // Fully initialised from here: a throw releases the object, and `deinit` closes the socket.
+        if !started.connected {
+            try wait(for: Int16(POLLOUT), deadline, doing: "connect")
+            let pending = socket.pendingError
+            if pending != 0 { throw Self.socketError(pending, doing: "connect to \(peer)") }
+        }
+        if let session { try handshake(session, deadline) }
+    }
+
+    deinit { socket.close() }
+
+    /// Sends all of `bytes`.
+    func send(_ bytes: UnsafeRawBufferPointer, deadline: RedisDeadline, doing what: String) throws(StateStoreError) {
+        guard let session else { return try flush(bytes, deadline, doing: what) }
+        guard session.write(bytes) else { throw tlsError(session, "TLS write failed", doing: what) }
+        try flushCiphertext(session, deadline, doing: what)
+    }
+
+    /// Appends at least one byte of the peer's answer to `plaintext`, waiting as long as `deadline` allows.
+    func receive(into plaintext: ByteBuffer, deadline: RedisDeadline, doing what: String) throws(StateStoreError) {
+        guard let session else {
+            while true {
+                plaintext.reserve(16 * 1024)
+                switch socket.receive(into: plaintext) {
+                case .bytes: return
+                case .wouldBlock: try wait(for: Int16(POLLIN), deadline, doing: what)
+                case .eof: throw closedError(doing: what)
+                case .failed: throw Self.socketError(errno, doing: "\(what) on \(peer)")
+                }
+            }
+        }
+        while true {
+            switch session.read(into: plaintext) {
+            case .data(let n) where n > 0:
+                try flushCiphertext(session, deadline, doing: what)   // a key update's answer, if any
+                return
+            case .data, .wantMore:
+                try flushCiphertext(session, deadline, doing: what)
+                try readCiphertext(session, deadline, doing: what)
+            case .closed:
+                throw closedError(doing: what)
+            case .failed(let why):
+                throw tlsError(session, why, doing: what)
+            }
+        }
+    }
+
+    // MARK: - TLS
+
+    private func handshake(_ session: TLSSession, _ deadline: RedisDeadline) throws(StateStoreError) {
+        while true {
+            let step = session.handshake()
+            try flushCiphertext(session, deadline, doing: "TLS handshake")
+            switch step {
+            case .data: return
+            case .wantMore: try readCiphertext(session, deadline, doing: "TLS handshake")
+            case .closed: throw closedError(doing: "TLS handshake")
+            case .failed(let why): throw tlsError(session, why, doing: "TLS handshake")
+            }
+        }
+    }
+
+    /// Reads what the socket has (waiting for some) and feeds it to the session.
+    private func readCiphertext(_ session: TLSSession, _ deadline: RedisDeadline, doing what: String) throws(StateStoreError) {
+        cipherIn.clear()
+        cipherIn.reserve(16 * 1024)
+        while true {
+            switch socket.receive(into: cipherIn) {
+            case .bytes:
+                session.feed(cipherIn.readable)
+                return
+            case .wouldBlock: try wait(for: Int16(POLLIN), deadline, doing: what)
+            case .eof: throw closedError(doing: what)
+            case .failed: throw Self.socketError(errno, doing: "\(what) on \(peer)")
+            }
+        }
+    }
+
+    private func flushCiphertext(_ session: TLSSession, _ deadline: RedisDeadline, doing what: String) throws(StateStoreError) {
+        cipherOut.clear()
+        guard session.takeCiphertext(into: cipherOut) > 0 else { return }
+        try flush(cipherOut.readable, deadline, doing: what)
+    }
+
+    /// A TLS failure: `certificate` when the server's certificate (or its name) was refused, else `tls` with
+    /// OpenSSL's reason (`wrong version number`: not a TLS port; `tlsv13 alert certificate required`: the server
+    /// wants a client certificate).
+    private func tlsError(_ session: TLSSession, _ why: String, doing what: String) -> StateStoreError {
+        if let refused = session.certificateError {
+            return StateStoreError(.unavailable, "redis \(what) with \(peer): server certificate refused: \(refused)", cause: "certificate")
+        }
+        return StateStoreError(.unavailable, "redis \(what) with \(peer): \(why)", cause: "tls")
+    }
+
+    // MARK: - Socket
+
+    private func flush(_ bytes: UnsafeRawBufferPointer, _ deadline: RedisDeadline, doing what: String) throws(StateStoreError) {
+        var offset = 0
+        while offset < bytes.count {
+            switch socket.send(UnsafeRawBufferPointer(rebasing: bytes[offset...])) {
+            case .bytes(let n): offset += n
+            case .wouldBlock: try wait(for: Int16(POLLOUT), deadline, doing: what)
+            case .failed: throw Self.socketError(errno, doing: "\(what) on \(peer)")
+            }
+        }
+    }
+
+    /// Waits until the socket is ready for `events` (or has an error to report), within what is left of `deadline`.
+    private func wait(for events: Int16, _ deadline: RedisDeadline, doing what: String) throws(StateStoreError) {
+        var descriptor = pollfd(fd: socket.fd, events: events, revents: 0)
+        while true {
+            let budget = try remaining(deadline, doing: what)
+            let rc = poll(&descriptor, 1, Int32(clamping: budget))
+            if rc > 0 { return }
+            if rc == 0 || (rc < 0 && errno != EINTR) {
+                throw StateStoreError(.timeout, "redis \(what) on \(peer): timed out (state.timeout)", cause: "timeout")
+            }
+        }
+    }
+
+    private func remaining(_ deadline: RedisDeadline, doing what: String) throws(StateStoreError) -> Int {
+        do {
+            return try deadline.remainingMillis(doing: what)
+        } catch {
+            throw StateStoreError(.timeout, "redis \(what) on \(peer): timed out (state.timeout)", cause: "timeout")
+        }
+    }
+
+    private func closedError(doing what: String) -> StateStoreError {
+        StateStoreError(.unavailable, "redis \(what) on \(peer): connection closed by the server", cause: "connection_lost")
+    }
+
+    private static func socketError(_ code: Int32, doing what: String) -> StateStoreError {
+        let message = String(cString: strerror(code))
+        switch code {
+        case ECONNREFUSED: return StateStoreError(.unavailable, "redis \(what): \(message)", cause: "refused")
+        case ETIMEDOUT: return StateStoreError(.timeout, "redis \(what): \(message)", cause: "timeout")
+        case ECONNRESET, EPIPE: return StateStoreError(.unavailable, "redis \(what): \(message)", cause: "connection_lost")
+        default: return StateStoreError(.unavailable, "redis \(what): \(message)", cause: "io")
+        }
+    }
+}
