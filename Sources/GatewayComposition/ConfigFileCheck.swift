@@ -48,6 +48,11 @@ public enum ConfigFileCheck {
                 problems.append(Problem(path: "state.password_file", message: error.message))
             }
         }
+        if config.state.backend == .redis, let path = config.state.sentinel?.passwordFile {
+            do { _ = try StateBackends.redisPassword(path, key: "state.sentinel.password_file") } catch {
+                problems.append(Problem(path: "state.sentinel.password_file", message: error.message))
+            }
+        }
         if config.state.backend == .redis, config.state.usesTLS {
             do { _ = try StateBackends.redisTLS(config.state) } catch {
                 problems.append(Problem(path: error.key ?? "state.url", message: error.message))

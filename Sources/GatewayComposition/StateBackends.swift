@@ -47,6 +47,22 @@ enum StateBackends {
                 Logger.warn("state store TLS certificate checks are off (state.tls_verify: false): anyone on the path can pose as Redis",
                             ["backend": "redis"])
             }
+            if let sentinel = config.sentinel {
+                let sentinelPassword = try sentinel.passwordFile.map { path throws(ProxyRuntime.StartupError) in
+                    try redisPassword(path, key: "state.sentinel.password_file")
+                }
+                let settings = RedisSentinelSettings(master: sentinel.master,
+                                                     nodes: sentinel.nodes.map { RedisNode(host: $0.host, port: Int32($0.port)) },
+                                                     username: sentinel.username, password: sentinelPassword)
+                do {
+                    let store = try RedisStateStore(sentinel: settings, keyPrefix: config.keyPrefix, timeoutMillis: config.timeoutMillis,
+                                                    username: config.username, password: password, database: config.database,
+                                                    waitReplicas: config.waitReplicas, tls: tls, onEvent: logRedisEvent)
+                    return StateService(store: store, allowWhenUnavailable: allow, sweepIntervalSeconds: nil)
+                } catch {
+                    throw ProxyRuntime.StartupError(description: "state.sentinel: \(error)")
+                }
+            }
             do {
                 let store = try RedisStateStore(url: config.url ?? "redis://127.0.0.1:6379/0", keyPrefix: config.keyPrefix,
                                                 timeoutMillis: config.timeoutMillis, username: config.username, password: password,
@@ -73,13 +89,13 @@ enum StateBackends {
     }
 
     /// `state.password_file`: its bytes, one trailing newline (`\n` or `\r\n`) stripped; empty is an error.
-    static func redisPassword(_ path: String) throws(ProxyRuntime.StartupError) -> String {
+    static func redisPassword(_ path: String, key: String = "state.password_file") throws(ProxyRuntime.StartupError) -> String {
         guard let bytes = try? KeySetSources.file(path: path, maxBytes: 4096)().body else {
-            throw ProxyRuntime.StartupError(key: "state.password_file", message: "cannot read \(path)")
+            throw ProxyRuntime.StartupError(key: key, message: "cannot read \(path)")
         }
         var text = String(decoding: bytes, as: UTF8.self)
         if text.hasSuffix("\r\n") { text.removeLast(2) } else if text.hasSuffix("\n") { text.removeLast() }
-        guard !text.isEmpty else { throw ProxyRuntime.StartupError(key: "state.password_file", message: "\(path) is empty") }
+        guard !text.isEmpty else { throw ProxyRuntime.StartupError(key: key, message: "\(path) is empty") }
         return text
     }
 
@@ -91,6 +107,8 @@ enum StateBackends {
             Logger.error("state store unavailable", ["backend": "redis", "cause": error.label, "error": error.description])
         case .connected:
             Logger.info("state store connected", ["backend": "redis"])
+        case .master(let address):
+            Logger.info("state store master", ["backend": "redis", "address": address])
         }
     }
 }

@@ -101,7 +101,7 @@ extension ConfigLoader {
         // Keys of the other backends are accepted (and checked), so switching backend is a one-line change.
         map.rejectUnknownKeys(allowed: ["backend", "path", "url", "key_prefix", "timeout", "on_unavailable", "username",
                                         "password_file", "wait_replicas", "ca_file", "client_certificate", "client_key",
-                                        "tls_server_name", "tls_verify"])
+                                        "tls_server_name", "tls_verify", "sentinel", "tls", "database"])
         if let value = map.oneOf("backend", [StateBackendKind.memory, .sqlite, .redis]) { state.backend = value }
         if let value = map.filePath("path") { state.path = value }
         if let url = map.string("url") {
@@ -111,9 +111,18 @@ extension ConfigLoader {
             } else {
                 map.report("invalid redis url (use redis://[user:password@]host:port[/db], rediss:// for TLS)", key: "url")
             }
-        } else if state.backend == .redis, !map.contains("url") {
+        } else if state.backend == .redis, !map.contains("url"), !map.contains("sentinel") {
             map.reportMissing("url")
         }
+        if let sentinel = map.mapping("sentinel") {
+            state.sentinel = decodeSentinel(sentinel)
+            if map.contains("url") { map.report("url and sentinel name the server twice: keep one", key: "sentinel") }
+        }
+        for key in ["tls", "database"] where map.contains(key) && !map.contains("sentinel") {
+            map.report("\(key) applies with sentinel (with url, \(key == "tls" ? "the rediss:// scheme" : "its /db path") says it)", key: key)
+        }
+        if let value = map.bool("tls") { state.tls = value }
+        if let n = map.int("database", min: 0, max: 65_535) { state.database = n }
         if let value = map.string("key_prefix") { state.keyPrefix = value }
         if let value = map.duration("timeout") { state.timeoutMillis = value }
         if let value = map.oneOf("on_unavailable", [UnavailablePolicy.reject, .allow]) { state.onUnavailable = value }
@@ -125,10 +134,10 @@ extension ConfigLoader {
         state.clientKey = map.filePath("client_key")
         state.tlsServerName = map.nonEmptyString("tls_server_name")
         if let verify = map.bool("tls_verify") { state.tlsVerify = verify }
-        if state.url != nil, !state.usesTLS {
-            // TLS settings on a plain URL would be silently unused: the operator meant TLS.
+        if state.url != nil || state.sentinel != nil, !state.usesTLS {
+            // TLS settings on a plain connection would be silently unused: the operator meant TLS.
             for key in ["ca_file", "client_certificate", "client_key", "tls_server_name", "tls_verify"] where map.contains(key) {
-                map.report("\(key) applies to TLS: use a rediss:// url", key: key)
+                map.report("\(key) applies to TLS: use a rediss:// url\(state.sentinel != nil ? " (with sentinel: tls: true)" : "")", key: key)
             }
         }
         if (state.clientCertificate == nil) != (state.clientKey == nil) {
@@ -139,6 +148,29 @@ extension ConfigLoader {
                        key: "password_file")
         }
         return state
+    }
+
+    /// `state.sentinel`: `{master, nodes: ["host:port", …], username?, password_file?}`.
+    static func decodeSentinel(_ map: MappingReader) -> SentinelConfig? {
+        map.rejectUnknownKeys(allowed: ["master", "nodes", "username", "password_file"])
+        let master = map.nonEmptyString("master", required: true)
+        var nodes: [UpstreamEndpointConfig] = []
+        var valid = true
+        for (index, item) in (map.list("nodes", nonEmpty: true, required: true) ?? []).enumerated() {
+            guard let text = item.scalarText, !item.isNull, let url = ConfigURL("redis://" + text), let port = url.port,
+                  !url.hasUserInfo, url.path.isEmpty, url.query == nil else {
+                map.context.report("expected host:port (a sentinel, port 26379 by convention)", at: item,
+                                   path: indexPath(map.childPath("nodes"), index))
+                valid = false
+                continue
+            }
+            nodes.append(UpstreamEndpointConfig(host: url.host, port: port))
+        }
+        guard let master, valid, !nodes.isEmpty else { return nil }
+        var sentinel = SentinelConfig(master: master, nodes: nodes)
+        sentinel.username = map.nonEmptyString("username")
+        sentinel.passwordFile = map.filePath("password_file")
+        return sentinel
     }
 
     /// Whether `redis://user:password@…` carries a non-empty password.

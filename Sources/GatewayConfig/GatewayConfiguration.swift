@@ -110,9 +110,28 @@ public struct StateConfig: Sendable, Equatable {
     public var clientKey: String?
     public var tlsServerName: String?
     public var tlsVerify: Bool = true
-    /// Whether `url` is `rediss://`.
-    public var usesTLS: Bool { url?.prefix(9).lowercased() == "rediss://" }
+    /// `sentinel`: the master is found through these sentinels (instead of `url`).
+    public var sentinel: SentinelConfig?
+    /// `tls`: with `sentinel`, TLS to the sentinels and the master (with `url`, the scheme says it).
+    public var tls: Bool = false
+    /// `database`: with `sentinel`, the master's database (with `url`, its path says it).
+    public var database: Int = 0
+    /// Whether the connection is TLS: a `rediss://` url, or `tls: true` with sentinels.
+    public var usesTLS: Bool { sentinel != nil ? tls : url?.prefix(9).lowercased() == "rediss://" }
     public init() {}
+}
+
+/// `state.sentinel`: `master` (the name the sentinels monitor), `nodes` (`host:port` each), and the sentinels' own
+/// `username` and `password_file` (apart from the master's).
+public struct SentinelConfig: Sendable, Equatable {
+    public var master: String
+    public var nodes: [UpstreamEndpointConfig]
+    public var username: String?
+    public var passwordFile: String?
+    public init(master: String, nodes: [UpstreamEndpointConfig]) {
+        self.master = master
+        self.nodes = nodes
+    }
 }
 
 public struct UpstreamConfig: Sendable, Equatable {

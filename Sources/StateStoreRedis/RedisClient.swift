@@ -15,10 +15,14 @@ final class RedisClient: Sendable {
         var lastFailure: StateStoreError?
         /// SHA-1 of each `RedisScript` as `SCRIPT LOAD` returned it (nil until first use).
         var scriptSHAs = [String?](repeating: nil, count: RedisScript.all.count)
+        /// Sentinel: the sentinel that answered last (asked first next time) and the master it named.
+        var preferredSentinel = 0
+        var masterAddress: RedisNode?
     }
 
-    let endpoint: RedisEndpoint
-    /// `rediss://`: the TLS context and the name checked.
+    /// One endpoint, or the master the sentinels name.
+    let target: RedisTarget
+    /// `rediss://` (or `tls: true` with sentinels): the TLS context and the name checked.
     let tls: RedisTLS?
     let timeoutMillis: Int
     /// `state.wait_replicas`: after a write, `WAIT` for this many replicas within what is left of the operation's
@@ -27,9 +31,9 @@ final class RedisClient: Sendable {
     private let locked = AnnotatedMutex(Locked())
     private let onEvent: @Sendable (RedisStateStore.Event) -> Void
 
-    init(endpoint: RedisEndpoint, tls: RedisTLS? = nil, timeoutMillis: Int, waitReplicas: Int = 0,
+    init(target: RedisTarget, tls: RedisTLS? = nil, timeoutMillis: Int, waitReplicas: Int = 0,
          onEvent: @escaping @Sendable (RedisStateStore.Event) -> Void = { _ in }) {
-        self.endpoint = endpoint
+        self.target = target
         self.tls = tls
         self.timeoutMillis = max(timeoutMillis, 1)
         self.waitReplicas = max(waitReplicas, 0)
@@ -57,7 +61,7 @@ final class RedisClient: Sendable {
         let acknowledged = try connection.run(RedisCommand("WAIT", String(waitReplicas), String(waitMillis)), deadline: deadline)
         guard case .integer(let n) = acknowledged else { throw acknowledged.unexpected("WAIT") }
         guard n >= waitReplicas else {
-            throw StateStoreError(.unavailable, "redis \(endpoint): \(n) of \(waitReplicas) replicas acknowledged the write within "
+            throw StateStoreError(.unavailable, "redis \(target): \(n) of \(waitReplicas) replicas acknowledged the write within "
                                   + "\(waitMillis) ms (state.wait_replicas)", cause: "wait_replicas")
         }
     }
@@ -104,19 +108,19 @@ final class RedisClient: Sendable {
     private func withConnection(_ deadline: RedisDeadline,
                                 _ body: (RedisConnection, inout [String?]) throws(StateStoreError) -> RedisReply)
         throws(StateStoreError) -> RedisReply {
-        let endpoint = self.endpoint
+        let target = self.target
         return try locked.withLock { (s) throws(StateStoreError) -> RedisReply in
             // Lock waits count against the operation's budget (state.timeout).
             _ = try deadline.remainingMillis(doing: "lock wait")
             switch s.machine.beginCall(nowMillis: MonotonicClock.nowMillis()) {
             case .failFast(let retryIn):
                 let last = s.lastFailure
-                throw StateStoreError(.unavailable, "redis \(endpoint): unavailable (\(last?.description ?? "no connection")), "
+                throw StateStoreError(.unavailable, "redis \(target): unavailable (\(last?.description ?? "no connection")), "
                                       + "next attempt in \(retryIn) ms", cause: last?.cause)
             case .connect:
                 s.connection = nil
                 do throws(StateStoreError) {
-                    s.connection = try RedisConnection(endpoint: endpoint, tls: tls, deadline: deadline)
+                    s.connection = try connect(deadline, &s)
                     s.machine.connectSucceeded()
                     if s.lastFailure != nil {
                         s.lastFailure = nil
@@ -132,16 +136,43 @@ final class RedisClient: Sendable {
             }
             guard let connection = s.connection else {
                 s.machine.failed(nowMillis: MonotonicClock.nowMillis())
-                throw StateStoreError(.unavailable, "redis \(endpoint): no connection")
+                throw StateStoreError(.unavailable, "redis \(target): no connection")
             }
             do throws(StateStoreError) {
-                return try body(connection, &s.scriptSHAs)
+                let reply = try body(connection, &s.scriptSHAs)
+                // A replica (a demoted master, a failover in progress) answers writes READONLY, or MASTERDOWN when
+                // it lost its master; a server still loading its data, LOADING. The reply is the caller's error
+                // either way, but the connection is dropped so the next call connects again — asking the sentinels
+                // afresh.
+                if case .error(let message) = reply, ["readonly", "loading", "masterdown"].contains(RedisReply.errorCode(message)) {
+                    throw reply.unexpected("\(target)")
+                }
+                return reply
             } catch {
                 s.connection = nil
                 s.machine.failed(nowMillis: MonotonicClock.nowMillis())
                 note(error, &s)
                 throw error
             }
+        }
+    }
+
+    /// A new connection to the target: the endpoint itself, or the master the sentinels name now (its change told
+    /// to `onEvent` once).
+    private func connect(_ deadline: RedisDeadline, _ s: inout Locked) throws(StateStoreError) -> RedisConnection {
+        switch target {
+        case .direct(let endpoint):
+            return try RedisConnection(endpoint: endpoint, tls: tls, deadline: deadline)
+        case .sentinel(let settings, let master):
+            let connector = RedisSentinelConnector(settings: settings, master: master, tls: tls)
+            let (connection, address) = try connector.connect(deadline: deadline, preferred: &s.preferredSentinel)
+            if s.masterAddress != address {
+                s.masterAddress = address
+                // Scripts are loaded per server: a promoted replica may not have them (EVALSHA falls back anyway).
+                s.scriptSHAs = [String?](repeating: nil, count: RedisScript.all.count)
+                onEvent(.master(address.description))
+            }
+            return connection
         }
     }
 

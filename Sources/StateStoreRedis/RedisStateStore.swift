@@ -48,7 +48,26 @@ public final class RedisStateStore: AttestationStateStore {
                 throw StateStoreError(.invalid, "state.url: \(error)")
             }
         }
-        client = RedisClient(endpoint: endpoint, tls: endpoint.tls ? tls : nil, timeoutMillis: timeoutMillis,
+        client = RedisClient(target: .direct(endpoint), tls: endpoint.tls ? tls : nil, timeoutMillis: timeoutMillis,
+                             waitReplicas: waitReplicas, onEvent: onEvent)
+        keys = RedisKeySpace(prefix: keyPrefix)
+    }
+
+    /// A store on the master a set of sentinels names (`state.sentinel`), found at the first call and again after
+    /// every failure, so a promotion is followed. Writes go to the master only (the connection checks `ROLE`, and a
+    /// `READONLY` reply drops it).
+    ///   - username, password, database: the master's (`state.username`, `state.password_file`, `state.database`);
+    ///     the sentinels' own are in `sentinel`.
+    ///   - tls: non-nil (`state.tls: true`): TLS to the sentinels and the master alike.
+    public init(sentinel: RedisSentinelSettings, keyPrefix: String, timeoutMillis: Int, username: String? = nil,
+                password: String? = nil, database: Int = 0, waitReplicas: Int = 0, tls: RedisTLS? = nil,
+                onEvent: @escaping @Sendable (Event) -> Void = { _ in }) throws(StateStoreError) {
+        guard timeoutMillis > 0 else { throw StateStoreError(.invalid, "state.timeout must be positive") }
+        guard !sentinel.master.isEmpty, !sentinel.nodes.isEmpty else {
+            throw StateStoreError(.invalid, "state.sentinel needs a master name and at least one node")
+        }
+        let master = RedisEndpoint(host: "", port: 0, user: username, password: password, database: database, tls: tls != nil)
+        client = RedisClient(target: .sentinel(sentinel, master: master), tls: tls, timeoutMillis: timeoutMillis,
                              waitReplicas: waitReplicas, onEvent: onEvent)
         keys = RedisKeySpace(prefix: keyPrefix)
     }
@@ -59,6 +78,8 @@ public final class RedisStateStore: AttestationStateStore {
         case failed(StateStoreError)
         /// Connected again after a failure.
         case connected
+        /// Sentinel: the master is (now) at this address — at the first connect and after each failover.
+        case master(String)
     }
 
     /// One-time values live at most this long in Redis, whatever `expiresAt` says (PX must stay in range).

@@ -78,11 +78,14 @@ final class RedisTransport {
     /// Appends at least one byte of the peer's answer to `plaintext`, waiting as long as `deadline` allows.
     func receive(into plaintext: ByteBuffer, deadline: RedisDeadline, doing what: String) throws(StateStoreError) {
         guard let session else {
+            // The caller asks only once what it read is used up, so wait first: poll + recv, not a recv that
+            // would block, a poll and a recv again (system calls are the cost of a Redis round trip here).
             while true {
+                try wait(for: Int16(POLLIN), deadline, doing: what)
                 plaintext.reserve(16 * 1024)
                 switch socket.receive(into: plaintext) {
                 case .bytes: return
-                case .wouldBlock: try wait(for: Int16(POLLIN), deadline, doing: what)
+                case .wouldBlock: continue
                 case .eof: throw closedError(doing: what)
                 case .failed: throw Self.socketError(errno, doing: "\(what) on \(peer)")
                 }
@@ -119,16 +122,17 @@ final class RedisTransport {
         }
     }
 
-    /// Reads what the socket has (waiting for some) and feeds it to the session.
+    /// Waits for ciphertext (the session needs more), reads what the socket has and feeds it to the session.
     private func readCiphertext(_ session: TLSSession, _ deadline: RedisDeadline, doing what: String) throws(StateStoreError) {
         cipherIn.clear()
         cipherIn.reserve(16 * 1024)
         while true {
+            try wait(for: Int16(POLLIN), deadline, doing: what)
             switch socket.receive(into: cipherIn) {
             case .bytes:
                 session.feed(cipherIn.readable)
                 return
-            case .wouldBlock: try wait(for: Int16(POLLIN), deadline, doing: what)
+            case .wouldBlock: continue
             case .eof: throw closedError(doing: what)
             case .failed: throw Self.socketError(errno, doing: "\(what) on \(peer)")
             }

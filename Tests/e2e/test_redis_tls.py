@@ -6,21 +6,17 @@ logged; a plain URL to the TLS port, or rediss:// to a plain port, fails with a 
 
 from __future__ import annotations
 
-import json
 import secrets
 import subprocess
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-import upstreams as U
 from apple_fakes import make_tls
-from harness import (RedisServer, app_check_verifier, free_port, gateway_config, http_get, log_records, run_cli,
-                     wait_gateway_accepts)
-
-H = "X-Firebase-AppCheck"
+from harness import RedisServer, free_port, gateway_config, log_records, run_cli
+from redis_gateway import failures, readyz, start_state_gateway, status
+from redis_gateway import wait_failure as wait_logged_failure
 USER, PASSWORD = "gw-tls", "tls-pass-" + secrets.token_hex(4)
 
 
@@ -59,49 +55,14 @@ def env(module_factory, tmp_path_factory):
 
 
 def start(start_gateway, start_upstream, env, state: dict, wait: bool = True):
-    up = start_upstream()
-    port, admin = free_port(), free_port()
-    routes = [{"name": "ready", "match": {"path_prefix": "/ready"}, "upstream": "up", "verify": ["fb"]},
-              {"name": "lu", "match": {"path_prefix": "/lu"}, "upstream": "up", "verify": ["fb"], "limited_use": True}]
-    cfg = gateway_config(port, {"up": up.url}, routes=routes,
-                         state={"backend": "redis", "key_prefix": f"t{secrets.token_hex(4)}:", "timeout": "500ms",
-                                "username": USER, "password_file": str(env.password_file), **state},
-                         verifiers={"fb": app_check_verifier(env.iss.jwks_url)})
-    gw = start_gateway(cfg + f"admin:\n  address: 127.0.0.1:{admin}\n")
-    gw.admin = admin
-    if wait:
-        wait_gateway_accepts(gw.port, "/ready", H, env.iss.token())
-    return gw
-
-
-def status(gw, path: str, token: str) -> tuple:
-    r = U.one_shot(gw.port, http_get(path, [(H, token)]), timeout=10)
-    assert r is not None
-    return (r.status, None if r.status == 200 else json.loads(r.body).get("reason"))
-
-
-def readyz(gw) -> tuple[int, dict]:
-    r = U.one_shot(gw.admin, http_get("/readyz", [], host="127.0.0.1"), timeout=10)
-    assert r is not None
-    return r.status, json.loads(r.body)
-
-
-def failures(gw) -> list[dict]:
-    return log_records(gw.stderr_path, "state store unavailable")
+    # timeout 2s: a handshake on a busy machine (a debug build, the system store read) must not time out instead.
+    return start_state_gateway(start_gateway, start_upstream, env.iss, {
+        "backend": "redis", "key_prefix": f"t{secrets.token_hex(4)}:", "timeout": "2s", "username": USER,
+        "password_file": str(env.password_file), **state}, wait=wait)
 
 
 def wait_failure(gw, env, once: bool = True) -> dict:
-    """Requests answer 503 state_unavailable; returns the first logged failure (`once`: and the only one)."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and not failures(gw):
-        assert status(gw, "/lu/x", env.iss.token(limited_use=True)) == (503, "state_unavailable")
-        time.sleep(0.1)
-    for _ in range(3):                                   # the same failure again is not logged again
-        assert status(gw, "/lu/y", env.iss.token(limited_use=True)) == (503, "state_unavailable")
-        time.sleep(0.15)
-    lines = failures(gw)
-    assert len(lines) == 1 or (lines and not once), gw.stderr_path.read_text()[-3000:]
-    return lines[0]
+    return wait_logged_failure(gw, env.iss, once=once)
 
 
 def test_limited_use_over_tls_with_an_acl_user_is_exactly_once(env, start_gateway, start_upstream):
@@ -171,7 +132,7 @@ def test_a_server_that_asks_for_a_client_certificate_gets_the_configured_one(env
 
 def test_a_scheme_that_does_not_match_the_port_fails_with_a_cause(env, start_gateway, start_upstream):
     tls_to_plain = start(start_gateway, start_upstream, env, {"url": f"rediss://127.0.0.1:{env.redis.port}/0",
-                                                              "ca_file": str(env.pki.ca)}, wait=False)
+                                                              "ca_file": str(env.pki.ca), "timeout": "300ms"}, wait=False)
     # Redis reads the ClientHello as the start of an inline command and waits for its end: the handshake times out.
     assert wait_failure(tls_to_plain, env)["cause"] in ("tls", "connection_lost", "timeout")
     plain_to_tls = start(start_gateway, start_upstream, env, {"url": f"redis://127.0.0.1:{env.redis.tls_port}/0",
