@@ -110,7 +110,7 @@ let package = Package(
         .testTarget(name: "AttestationTests", dependencies: ["Attestation", "JOSE", "GatewayCrypto", "KeySetCache", "CBOR", "StateStore", "GatewayCore"],
                     resources: [.copy("AppAttestVectors"), .copy("AppAttestReceiptVectors")]),
         .testTarget(name: "GatewayTestSupportTests", dependencies: ["GatewayTestSupport", "Attestation", "CBOR", "GatewayCrypto", "GatewayCore", "StateStore"]),
-        .testTarget(name: "StateStoreTests", dependencies: ["StateStore", "StateStoreSQLite", "StateStoreRedis", "GatewayCore"]),
+        .testTarget(name: "StateStoreTests", dependencies: ["StateStore", "StateStoreSQLite", "StateStoreRedis", "GatewayCore", "GatewayTLS"]),
         .testTarget(name: "KeySetCacheTests", dependencies: ["KeySetCache", "GatewayCore"]),
         .testTarget(name: "OutboundHTTPTests", dependencies: ["OutboundHTTP", "GatewayCore"]),
         .testTarget(name: "GatewayPosixTests", dependencies: ["GatewayPosix", "GatewayCore"]),

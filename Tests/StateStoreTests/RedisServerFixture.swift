@@ -28,14 +28,21 @@ final class RedisServer: @unchecked Sendable {
 
     private(set) var port: UInt16
     let password: String?
-    private let directory: String
+    let directory: String
     private var pid: pid_t = 0
+    /// More `redis-server` arguments (`--tls-port …`, `--replicaof …`).
+    private let extraArguments: [String]
+    /// Set: run as a sentinel (`redis-server sentinel.conf --sentinel`) monitoring this port as `mymaster`.
+    private let sentinelOf: UInt16?
 
-    /// Starts a server on a free port (or on `port`), optionally with `--requirepass`.
-    init(port: UInt16? = nil, password: String? = nil) throws {
+    /// Starts a server on a free port (or on `port`), optionally with `--requirepass`; `sentinelOf`: a sentinel
+    /// monitoring that port as `mymaster` instead.
+    init(port: UInt16? = nil, password: String? = nil, extraArguments: [String] = [], sentinelOf: UInt16? = nil) throws {
         Self.reapOrphans()
         self.port = port ?? 0
         self.password = password
+        self.extraArguments = extraArguments
+        self.sentinelOf = sentinelOf
         var template = Array("/tmp/\(Self.directoryPrefix)XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw RedisFixtureError(description: "mkdtemp failed") }
         directory = String(cString: made)
@@ -57,8 +64,15 @@ final class RedisServer: @unchecked Sendable {
         for _ in 0..<5 {
             if !fixedPort { port = try freeLoopbackPort() }
             var arguments = [executable, "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly",
-                             "no", "--daemonize", "no", "--dir", directory, "--logfile", "redis.log"]
+                             "no", "--daemonize", "no", "--dir", directory, "--logfile", "redis.log"] + extraArguments
             if let password { arguments += ["--requirepass", password] }
+            if let master = sentinelOf {
+                // A sentinel needs a configuration file it can rewrite.
+                let conf = directory + "/sentinel.conf"
+                try ("port \(port)\nbind 127.0.0.1\ndir \(directory)\nlogfile sentinel.log\n"
+                     + "sentinel monitor mymaster 127.0.0.1 \(master) 1\n").write(toFile: conf, atomically: true, encoding: .utf8)
+                arguments = [executable, conf, "--sentinel"]
+            }
             pid = try spawn(arguments)
             try "\(getpid()) \(pid)\n".write(toFile: directory + "/owner", atomically: true, encoding: .utf8)
             let deadline = Date().addingTimeInterval(5)
@@ -194,7 +208,7 @@ private func boundPort(_ fd: Int32) -> UInt16 {
 }
 
 /// A port nobody listens on right now (bind to 0, read it back, close).
-private func freeLoopbackPort() throws -> UInt16 {
+func freeLoopbackPort() throws -> UInt16 {
     let listener = try SilentListener()
     return listener.port
 }
