@@ -134,6 +134,9 @@ public final class TLSSession {
 
     public var isHandshakeDone: Bool { SSL_is_init_finished(ssl) == 1 }
 
+    /// Whether the peer's certificate is checked (false only by the context's explicit opt-out).
+    public var verifiesPeer: Bool { context.verifiesPeer }
+
     /// Why the peer's certificate was refused (`certificate verify failed` comes with this), nil when it was not:
     /// X.509's own words (`unable to get local issuer certificate`, `certificate has expired`, `hostname mismatch`).
     public var certificateError: String? {

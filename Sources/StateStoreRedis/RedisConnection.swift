@@ -35,12 +35,14 @@ final class RedisConnection {
     /// Connects (TLS when `endpoint` says so), then authenticates and selects the database as `endpoint` says, all
     /// within `deadline`.
     init(endpoint: RedisEndpoint, tls: RedisTLS?, deadline: RedisDeadline) throws(StateStoreError) {
+        // The transport first: a connect that throws leaves nothing to free (`deinit` does not run for an object
+        // whose init failed before every property was set).
+        transport = try RedisTransport(host: endpoint.host, port: endpoint.port, tls: endpoint.tls ? tls : nil,
+                                       peer: endpoint.description, deadline: deadline)
         guard let reader = redisReaderCreate() else {
             throw StateStoreError(.unavailable, "redis connect \(endpoint): out of memory")
         }
         self.reader = reader
-        transport = try RedisTransport(host: endpoint.host, port: endpoint.port, tls: endpoint.tls ? tls : nil,
-                                       peer: endpoint.description, deadline: deadline)
         if let password = endpoint.password {
             var auth = RedisCommand("AUTH")
             if let user = endpoint.user { auth.append(user) }
@@ -54,6 +56,9 @@ final class RedisConnection {
 
     deinit { redisReaderFree(reader) }
 
+    /// The most reply bytes one command may bring (the connection is dropped past it).
+    static let maxReplyBytes = 16 << 20
+
     /// Sends `command` and waits for its reply, giving up when `deadline` passes.
     func run(_ command: RedisCommand, deadline: RedisDeadline) throws(StateStoreError) -> RedisReply {
         var formatted: UnsafeMutablePointer<CChar>? = nil
@@ -61,6 +66,7 @@ final class RedisConnection {
         guard length > 0, let formatted else { throw StateStoreError(.unavailable, "redis \(command.name): out of memory") }
         defer { redisFreeCommand(formatted) }
         try transport.send(UnsafeRawBufferPointer(start: formatted, count: Int(length)), deadline: deadline, doing: command.name)
+        var received = 0
         while true {
             var raw: UnsafeMutableRawPointer? = nil
             guard redisReaderGetReply(reader, &raw) == REDIS_OK else {
@@ -73,6 +79,12 @@ final class RedisConnection {
             }
             inbound.clear()
             try transport.receive(into: inbound, deadline: deadline, doing: command.name)
+            // hiredis buffers a reply of any size: a hostile or broken server must not make the gateway allocate
+            // without bound. The gateway's replies are small (the largest, an app's key ids, is kilobytes).
+            received += inbound.readableBytes
+            guard received <= Self.maxReplyBytes else {
+                throw StateStoreError(.unavailable, "redis \(command.name): reply larger than \(Self.maxReplyBytes) bytes", cause: "protocol")
+            }
             let fed = inbound.readable.withMemoryRebound(to: CChar.self) { redisReaderFeed(reader, $0.baseAddress, $0.count) }
             guard fed == REDIS_OK else { throw StateStoreError(.unavailable, "redis \(command.name): out of memory") }
         }

@@ -21,8 +21,9 @@ public struct RedisTLS: Sendable {
 
 /// One blocking byte stream to Redis over a socket of the gateway's own, plain or through a `TLSSession` (OpenSSL
 /// with memory BIOs, as on the listeners): Debian's hiredis has no TLS, so hiredis only formats commands and reads
-/// replies (`RedisConnection`) and the bytes travel here. Every wait is a `poll` bounded by what is left of the
-/// operation's deadline (`state.timeout`), connecting and the TLS handshake included.
+/// replies (`RedisConnection`) and the bytes travel here. Every wait on the socket is a `poll` bounded by what is
+/// left of the operation's deadline (`state.timeout`), connecting and the TLS handshake included; resolving a host
+/// name (`getaddrinfo`, the system resolver) is not bounded by it, and only its first address is tried.
 ///
 /// A thrown error leaves the stream unusable; the owner drops it.
 final class RedisTransport {
@@ -34,6 +35,11 @@ final class RedisTransport {
     private let cipherIn = ByteBuffer(capacity: 16 * 1024)
     /// Ciphertext waiting to be sent (TLS).
     private let cipherOut = ByteBuffer(capacity: 16 * 1024)
+    /// Whether any plaintext came back yet: with TLS 1.3 a server refuses a missing or bad client certificate after
+    /// the handshake, by an alert — which a reset can overtake (the gateway's first command already on its way), so a
+    /// connection that ends before its first answer is told as TLS's failure either way, not as a lost connection
+    /// (one steady cause, logged once).
+    private var answered = false
 
     /// Resolves `host`, connects and, with `tls`, completes the handshake (certificate and name checked) within
     /// `deadline`.
@@ -87,13 +93,14 @@ final class RedisTransport {
                 case .bytes: return
                 case .wouldBlock: continue
                 case .eof: throw closedError(doing: what)
-                case .failed: throw Self.socketError(errno, doing: "\(what) on \(peer)")
+                case .failed: throw socketFailure(errno, doing: what)
                 }
             }
         }
         while true {
             switch session.read(into: plaintext) {
             case .data(let n) where n > 0:
+                answered = true
                 try flushCiphertext(session, deadline, doing: what)   // a key update's answer, if any
                 return
             case .data, .wantMore:
@@ -134,7 +141,7 @@ final class RedisTransport {
                 return
             case .wouldBlock: continue
             case .eof: throw closedError(doing: what)
-            case .failed: throw Self.socketError(errno, doing: "\(what) on \(peer)")
+            case .failed: throw socketFailure(errno, doing: what)
             }
         }
     }
@@ -149,7 +156,8 @@ final class RedisTransport {
     /// OpenSSL's reason (`wrong version number`: not a TLS port; `tlsv13 alert certificate required`: the server
     /// wants a client certificate).
     private func tlsError(_ session: TLSSession, _ why: String, doing what: String) -> StateStoreError {
-        if let refused = session.certificateError {
+        // Only while certificates are checked: OpenSSL keeps a verify result under SSL_VERIFY_NONE too.
+        if session.verifiesPeer, let refused = session.certificateError {
             return StateStoreError(.unavailable, "redis \(what) with \(peer): server certificate refused: \(refused)", cause: "certificate")
         }
         return StateStoreError(.unavailable, "redis \(what) with \(peer): \(why)", cause: "tls")
@@ -163,7 +171,7 @@ final class RedisTransport {
             switch socket.send(UnsafeRawBufferPointer(rebasing: bytes[offset...])) {
             case .bytes(let n): offset += n
             case .wouldBlock: try wait(for: Int16(POLLOUT), deadline, doing: what)
-            case .failed: throw Self.socketError(errno, doing: "\(what) on \(peer)")
+            case .failed: throw socketFailure(errno, doing: what)
             }
         }
     }
@@ -190,7 +198,21 @@ final class RedisTransport {
     }
 
     private func closedError(doing what: String) -> StateStoreError {
-        StateStoreError(.unavailable, "redis \(what) on \(peer): connection closed by the server", cause: "connection_lost")
+        if let refused = refusedAfterHandshake(doing: what) { return refused }
+        return StateStoreError(.unavailable, "redis \(what) on \(peer): connection closed by the server", cause: "connection_lost")
+    }
+
+    /// A TLS connection the server ended (closed or reset) after the handshake and before any answer: it refused
+    /// the session — in practice a client certificate it requires (TLS 1.3 says so only after the handshake).
+    private func refusedAfterHandshake(doing what: String) -> StateStoreError? {
+        guard let session, session.isHandshakeDone, !answered else { return nil }
+        return StateStoreError(.unavailable, "redis \(what) with \(peer): the server ended the TLS session before answering "
+                               + "(does it require a client certificate? state.client_certificate)", cause: "tls")
+    }
+
+    private func socketFailure(_ code: Int32, doing what: String) -> StateStoreError {
+        if code == ECONNRESET || code == EPIPE, let refused = refusedAfterHandshake(doing: what) { return refused }
+        return Self.socketError(code, doing: "\(what) on \(peer)")
     }
 
     private static func socketError(_ code: Int32, doing what: String) -> StateStoreError {

@@ -229,6 +229,30 @@ func errorKind(_ body: () throws -> Void) -> StateStoreError.Kind? {
         #expect(MonotonicClock.nowMillis() - again < 50)
     }
 
+    @Test func aHugeReplyIsRefusedNotBuffered() throws {
+        // A "server" that answers anything with the start of a 50 MB bulk string and streams it: the client stops
+        // at its reply cap (a protocol error) instead of buffering it all.
+        let listener = try SilentListener()
+        let fd = listener.fd
+        let sender = Thread {
+            let client = accept(fd, nil, nil)
+            guard client >= 0 else { return }
+            defer { close(client) }
+            var head = Array("$50000000\r\n".utf8)
+            _ = write(client, &head, head.count)
+            let chunk = [UInt8](repeating: UInt8(ascii: "x"), count: 64 * 1024)
+            for _ in 0..<(50_000_000 / chunk.count) where chunk.withUnsafeBytes({ send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) > 0 {}
+        }
+        sender.start()
+        let store = try RedisStateStore(url: "redis://127.0.0.1:\(listener.port)", keyPrefix: "t:", timeoutMillis: 5_000)
+        do {
+            try store.ping()
+            Issue.record("a 50 MB reply was accepted")
+        } catch {
+            #expect(error.cause == "protocol", "\(error)")
+        }
+    }
+
     @Test func consumeOnceRoundTripIsQuick() throws {
         let server = try RedisServer()
         defer { server.stop() }

@@ -4,7 +4,7 @@ docs/performance.md describes every row, the environment and the results). The u
 load (wrk -t1 -c64 --latency, h2load for the HTTP/2 rows) and redis-server run on core 1, each proxy under test on
 core 0, loaded one after the other, the order reversed every round. Rows: nginx, attest-gateway (plain proxy path);
 gw-rs256-distinct|repeated, haproxy-distinct|repeated (RS256 App Check tokens: a new one per request | one);
-gw-lu-sqlite, gw-lu-redis (limited use); gw-appattest-sqlite (App Attest); gw-h1-h2load, gw-h2c, nginx-h2c,
+gw-lu-sqlite, gw-lu-redis, gw-lu-rediss (limited use; rediss: Redis over TLS); gw-appattest-sqlite (App Attest); gw-h1-h2load, gw-h2c, nginx-h2c,
 gw-h2c-mux, nginx-h2c-mux, gw-h2-tls, nginx-h2-tls (h2load: HTTP/1.1, h2c -c64 -m1 and -c8 -m32, h2 over TLS);
 gw-play-classic (a Play Integrity classic token decoded in full on every request: AES key unwrap, AES-256-GCM, ECDSA
 P-256 verify; `openssl speed` of the three on core 0 after the rounds is its limit); gw-grpc, nginx-grpc (h2load gRPC unary POSTs over h2c -c8 -m16 → the proxy → nghttpd --echo-upload, h2c, on core 1;

@@ -47,8 +47,14 @@ class Lab:
         s, gw, self.up = self.s, self.gateway, next(self.ports)
         self.upstream = self.nginx("upstream", [str(self.up)], P.UPSTREAM, core=1, upstream=False)
         if s.lu:
+            # One redis-server for both Redis rows: its plain port and a TLS port (a certificate of the e2e test CA).
+            self.redis_tls_port, redis_pki = next(self.ports), apple_fakes.make_tls(self.tmp / "redis-tls")
+            self.redis_ca = redis_pki.ca
             with P.pinned(1):
-                self.redis = H.RedisServer(self.tmp / "redis", port=next(self.ports), binary=s.redis)
+                self.redis = H.RedisServer(self.tmp / "redis", port=next(self.ports), binary=s.redis, extra_args=(
+                    "--tls-port", str(self.redis_tls_port), "--tls-cert-file", str(redis_pki.cert),
+                    "--tls-key-file", str(redis_pki.key), "--tls-ca-cert-file", str(redis_pki.ca),
+                    "--tls-auth-clients", "no"))
         fb = {"fb": {"type": "app_check", "project_number": PROJECT_NUMBER, "project_id": "demo-project",
                      "jwks_file": str(self.tokens.dir / "jwks.json")}} if s.rs256 else {}
         self.add("nginx", lambda p, tag: self.nginx(p.name, [str(p.ports[0])], P.PROXY), gateway=False)
@@ -64,6 +70,8 @@ class Lab:
                                                        limited_use=True), fresh=True)
             self.add("gw-lu-redis", lambda p, tag: gw(p, verifiers=fb, state=self.fresh_redis(tag), limited_use=True),
                      fresh=True)
+            self.add("gw-lu-rediss", lambda p, tag: gw(p, verifiers=fb, state=self.fresh_redis(tag, tls=True),
+                                                       limited_use=True), fresh=True)
         if s.aa:
             self.add("gw-appattest-sqlite", self.aa_gateway, fresh=True)
         if s.play:
@@ -180,9 +188,13 @@ class Lab:
             old.unlink()
         return {"backend": "sqlite", "path": str(workdir / f"state-{tag}.db")}
 
-    def fresh_redis(self, tag: str) -> dict:
+    def fresh_redis(self, tag: str, tls: bool = False) -> dict:
+        """A new key prefix on the emptied Redis; `tls`: over its TLS port (`rediss://`, the test CA as ca_file)."""
         self.redis.command("FLUSHALL", timeout=10)
-        return {"backend": "redis", "url": self.redis.url, "key_prefix": f"bench-{tag}-{next(self.seq)}:"}
+        state = {"backend": "redis", "url": self.redis.url, "key_prefix": f"bench-{tag}-{next(self.seq)}:"}
+        if tls:
+            state |= {"url": f"rediss://127.0.0.1:{self.redis_tls_port}/0", "ca_file": str(self.redis_ca)}
+        return state
 
     def aa_gateway(self, proxy: Proxy, tag: str) -> H.Gateway:
         """On a new SQLite file, so no counter is known to it, with each device's key registered again (the sanity
@@ -211,7 +223,7 @@ class Lab:
                 ("valid distinct token", token(t.first_distinct), "200"),
                 ("bad signature", token(t.bad), "401"), ("no token", [], "401")]))
         if s.lu:
-            sections.append(("limited use", ["gw-lu-sqlite", "gw-lu-redis"], [
+            sections.append(("limited use", ["gw-lu-sqlite", "gw-lu-redis", "gw-lu-rediss"], [
                 ("fresh token", token(t.lu_fresh), "200"),
                 ("same token again", token(t.lu_fresh), "401 token_replayed"),
                 ("token without jti", token(t.repeated), "401 missing_jti")]))   # repeated.jwt has no jti
@@ -284,7 +296,8 @@ class Lab:
             lu = (self.tokens_load("lu-warmup", "0"), self.tokens_load("distinct", "0"))
             replay = "in a limited-use run: a REPLAY slipped in, or the store failed"
             rows += [Row("gw-lu-sqlite", p["gw-lu-sqlite"], *lu, tokens=True, refused=replay),
-                     Row("gw-lu-redis", p["gw-lu-redis"], *lu, side=True, tokens=True, refused=replay)]
+                     Row("gw-lu-redis", p["gw-lu-redis"], *lu, side=True, tokens=True, refused=replay),
+                     Row("gw-lu-rediss", p["gw-lu-rediss"], *lu, side=True, tokens=True, refused=replay)]
         if s.aa:
             w, r, n = s.aa_per_warm, s.aa_per_run, s.aa_devices
             aa = [WrkLoad(n, threads=n, script=HERE / "appattest.lua", env=(   # thread k = device k, 1 connection

@@ -173,6 +173,13 @@ def summary(t: Table, s) -> list[str]:
                                           (CPU, "gw-lu-sqlite", "gw-rs256-distinct"),
                                           (BOTH, "gw-lu-redis", "gw-rs256-distinct"))]
         lines += [store] if t.median("gw-rs256-distinct", "cpu") is not None else []
+        tls, plain = t.median("gw-lu-rediss", "cpu"), t.median("gw-lu-redis", "cpu")
+        tls_side, plain_side = t.median("gw-lu-rediss", "scpu"), t.median("gw-lu-redis", "scpu")
+        if None not in (tls, plain):
+            line = "Redis over TLS vs plain: gateway CPU µs/req %.2f vs %.2f (%.2fx)" % (tls, plain, tls / plain)
+            if None not in (tls_side, plain_side) and plain_side > 0:
+                line += "; redis-server %.2f vs %.2f (%.2fx)" % (tls_side, plain_side, tls_side / plain_side)
+            lines += [line, *section(33, (RPS, "gw-lu-rediss", "gw-lu-redis"))]
     if s.aa:
         lines += [f"-- App Attest assertions (binding: request; ECDSA P-256 verify + SQLite counter compare-and-set "
                   f"per request; wrk -c{s.aa_devices}, the others -c{s.conns})",
