@@ -164,12 +164,22 @@ extension ConfigLoader {
                 valid = false
                 continue
             }
-            nodes.append(UpstreamEndpointConfig(host: url.host, port: port))
+            let node = UpstreamEndpointConfig(host: url.host, port: port)
+            if nodes.contains(node) {
+                map.context.report("\(text) is listed twice", at: item, path: indexPath(map.childPath("nodes"), index))
+                valid = false
+            }
+            nodes.append(node)
         }
         guard let master, valid, !nodes.isEmpty else { return nil }
         var sentinel = SentinelConfig(master: master, nodes: nodes)
         sentinel.username = map.nonEmptyString("username")
         sentinel.passwordFile = map.filePath("password_file")
+        if sentinel.username != nil, sentinel.passwordFile == nil {
+            // Without a password there is no AUTH, so the user would silently go unused.
+            map.report("username needs password_file (the sentinels' password)", key: "username")
+            return nil
+        }
         return sentinel
     }
 

@@ -11,20 +11,31 @@ public struct SocketAddress: Sendable, CustomStringConvertible {
 
     /// Resolves `host` (a literal or a name, resolved once at start-up) and `port`; the first result wins.
     public static func resolve(host: String, port: UInt16) throws(PosixError) -> SocketAddress {
+        try resolveAll(host: host, port: port)[0]
+    }
+
+    /// Every address `host` resolves to, in the resolver's order (never empty: no address is an error).
+    public static func resolveAll(host: String, port: UInt16) throws(PosixError) -> [SocketAddress] {
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         hints.ai_family = AF_UNSPEC
         var result: UnsafeMutablePointer<addrinfo>?
         let rc = getaddrinfo(host, String(port), &hints, &result)
-        guard rc == 0, let first = result else {
+        guard rc == 0, result != nil else {
             throw PosixError("getaddrinfo(\(host)): \(String(cString: gai_strerror(rc)))", code: 0)
         }
         defer { freeaddrinfo(result) }
-        var address = SocketAddress(storage: sockaddr_storage(), length: first.pointee.ai_addrlen)
-        withUnsafeMutableBytes(of: &address.storage) { dst in
-            dst.copyMemory(from: UnsafeRawBufferPointer(start: first.pointee.ai_addr, count: Int(first.pointee.ai_addrlen)))
+        var addresses: [SocketAddress] = []
+        var next = result
+        while let entry = next {
+            var address = SocketAddress(storage: sockaddr_storage(), length: entry.pointee.ai_addrlen)
+            withUnsafeMutableBytes(of: &address.storage) { dst in
+                dst.copyMemory(from: UnsafeRawBufferPointer(start: entry.pointee.ai_addr, count: Int(entry.pointee.ai_addrlen)))
+            }
+            addresses.append(address)
+            next = entry.pointee.ai_next
         }
-        return address
+        return addresses
     }
 
     /// The numeric host, without port (`127.0.0.1`, `::1`).

@@ -144,7 +144,9 @@ final class RedisClient: Sendable {
                 // it lost its master; a server still loading its data, LOADING. The reply is the caller's error
                 // either way, but the connection is dropped so the next call connects again — asking the sentinels
                 // afresh.
-                if case .error(let message) = reply, ["readonly", "loading", "masterdown"].contains(RedisReply.errorCode(message)) {
+                // (Redis before 7 wraps a script's error: "ERR Error running script … -READONLY …", hence the search.)
+                if case .error(let message) = reply,
+                   ["readonly", "loading", "masterdown"].contains(RedisReply.errorCode(message)) || message.contains("-READONLY ") {
                     throw reply.unexpected("\(target)")
                 }
                 return reply

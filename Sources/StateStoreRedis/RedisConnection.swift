@@ -47,10 +47,10 @@ final class RedisConnection {
             var auth = RedisCommand("AUTH")
             if let user = endpoint.user { auth.append(user) }
             auth.append(password)
-            try expectOK(run(auth, deadline: deadline), "AUTH")
+            try expectOK(run(auth, deadline: deadline), "AUTH on \(endpoint)")
         }
         if endpoint.database != 0 {
-            try expectOK(run(RedisCommand("SELECT", String(endpoint.database)), deadline: deadline), "SELECT")
+            try expectOK(run(RedisCommand("SELECT", String(endpoint.database)), deadline: deadline), "SELECT on \(endpoint)")
         }
     }
 

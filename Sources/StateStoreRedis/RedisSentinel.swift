@@ -42,76 +42,97 @@ enum RedisTarget: Sendable, CustomStringConvertible {
     var description: String {
         switch self {
         case .direct(let endpoint): endpoint.description
-        case .sentinel(let settings, let master): "\(master.tls ? "rediss" : "redis") sentinel master \(settings.master)"
+        case .sentinel(let settings, let master): "sentinel master \(settings.master)\(master.tls ? " (TLS)" : "")"
         }
     }
 }
 
 /// Asks the sentinels where the master is (`SENTINEL get-master-addr-by-name`), then connects to it and checks it
-/// is one (`ROLE`): a sentinel that has not yet seen a failover may still name a demoted master, which would answer
+/// is one (`HELLO`'s `role`, which any ACL user may ask; `ROLE` on a server without `HELLO`): a sentinel that has not
+/// yet seen a failover — or a stale or misconfigured one — may name a demoted master or a replica, which would answer
 /// every write with `READONLY`. Run at each (re)connect — after a failed call, a `READONLY` reply or the master going
 /// away — so the gateway follows a promotion without a restart.
+///
+/// Each sentinel gets its own share of the operation's budget (`state.timeout`), so one that is frozen or powered off
+/// (a connect or a read that never answers) costs its share, not the whole attempt; a sentinel whose master does not
+/// pass the check is passed over for the next, in the same attempt.
 struct RedisSentinelConnector {
     let settings: RedisSentinelSettings
     let master: RedisEndpoint
     let tls: RedisTLS?
 
-    /// The master's connection, and its address. `preferred`: the sentinel to ask first (the last that answered).
+    /// The master's connection, and its address. `preferred`: the sentinel to ask first — the last whose master
+    /// passed the check; moved on only by a success.
     func connect(deadline: RedisDeadline, preferred: inout Int) throws(StateStoreError) -> (RedisConnection, RedisNode) {
-        let address = try discover(deadline: deadline, preferred: &preferred)
-        var endpoint = master
-        endpoint.host = address.host
-        endpoint.port = address.port
-        let connection = try RedisConnection(endpoint: endpoint, tls: tls, deadline: deadline)
-        let role = try connection.run(RedisCommand("ROLE"), deadline: deadline)
-        switch role {
-        case .array(let fields) where fields.first == .string(Array("master".utf8)):
-            return (connection, address)
-        case .error(let message) where RedisReply.errorCode(message) == "noperm":
-            // An ACL user without ROLE: a demoted master is still caught by the READONLY its first write gets.
-            return (connection, address)
-        default:
-            throw StateStoreError(.unavailable, "redis sentinel master \(settings.master): \(address) is not a master (yet); "
-                                  + "the sentinels may not have finished a failover", cause: "readonly")
-        }
-    }
-
-    /// The master's address from the first sentinel that knows it.
-    private func discover(deadline: RedisDeadline, preferred: inout Int) throws(StateStoreError) -> RedisNode {
         var last: StateStoreError? = nil
         let count = settings.nodes.count
         for step in 0..<count {
             let index = (preferred + step) % count
             let node = settings.nodes[index]
-            let endpoint = RedisEndpoint(host: node.host, port: node.port, user: settings.username,
-                                         password: settings.password, database: 0, tls: master.tls)
+            // This sentinel's share: what is left, split among it, the sentinels after it and one share kept for
+            // the master it names.
+            let left: Int
+            do { left = try deadline.remainingMillis(doing: "ask the sentinels") } catch { last = error; break }
+            let share = RedisDeadline(timeoutMillis: max(left / (count - step + 1), 1))
             do throws(StateStoreError) {
-                let sentinel = try RedisConnection(endpoint: endpoint, tls: tls, deadline: deadline)
-                var ask = RedisCommand("SENTINEL")
-                ask.append("get-master-addr-by-name")
-                ask.append(settings.master)
-                let reply = try sentinel.run(ask, deadline: deadline)
-                switch reply {
-                case .array(let parts) where parts.count == 2:
-                    guard case .string(let host) = parts[0], case .string(let portText) = parts[1],
-                          let port = Int32(String(decoding: portText, as: UTF8.self)), (1...65535).contains(port), !host.isEmpty
-                    else { throw reply.unexpected("SENTINEL get-master-addr-by-name") }
-                    preferred = index
-                    return RedisNode(host: String(decoding: host, as: UTF8.self), port: port)
-                case .null:
-                    throw StateStoreError(.unavailable, "redis sentinel \(node): no master named \(settings.master)",
-                                          cause: "unknown_master")
-                default:
-                    throw reply.unexpected("SENTINEL get-master-addr-by-name")
-                }
+                let address = try ask(node, deadline: share)
+                var endpoint = master
+                endpoint.host = address.host
+                endpoint.port = address.port
+                // The master gets what is left of the whole budget.
+                let connection = try RedisConnection(endpoint: endpoint, tls: tls, deadline: deadline)
+                try checkIsMaster(connection, address, deadline: deadline)
+                preferred = index
+                return (connection, address)
             } catch {
                 last = error
-                // Out of time: the next sentinel would fail at once too.
-                if error.kind == .timeout { break }
             }
         }
         let why = last ?? StateStoreError(.unavailable, "no sentinels configured")
-        throw StateStoreError(why.kind, "redis sentinel master \(settings.master): no sentinel answered (last: \(why.description))",
-                              cause: why.cause)
+        throw StateStoreError(why.kind, "redis sentinel master \(settings.master): no sentinel named a usable master "
+                              + "(last: \(why.description))", cause: why.cause)
+    }
+
+    /// What `node` says the master's address is.
+    private func ask(_ node: RedisNode, deadline: RedisDeadline) throws(StateStoreError) -> RedisNode {
+        let endpoint = RedisEndpoint(host: node.host, port: node.port, user: settings.username,
+                                     password: settings.password, database: 0, tls: master.tls)
+        let sentinel = try RedisConnection(endpoint: endpoint, tls: tls, deadline: deadline)
+        var ask = RedisCommand("SENTINEL")
+        ask.append("get-master-addr-by-name")
+        ask.append(settings.master)
+        let reply = try sentinel.run(ask, deadline: deadline)
+        switch reply {
+        case .array(let parts) where parts.count == 2:
+            guard case .string(let host) = parts[0], case .string(let portText) = parts[1],
+                  let port = Int32(String(decoding: portText, as: UTF8.self)), (1...65535).contains(port), !host.isEmpty
+            else { throw reply.unexpected("SENTINEL get-master-addr-by-name on sentinel \(node)") }
+            return RedisNode(host: String(decoding: host, as: UTF8.self), port: port)
+        case .null:
+            throw StateStoreError(.unavailable, "redis sentinel \(node): no master named \(settings.master)", cause: "unknown_master")
+        default:
+            throw reply.unexpected("SENTINEL get-master-addr-by-name on sentinel \(node)")
+        }
+    }
+
+    /// `HELLO` (Redis 6+, allowed to every user) reports `role`; a server without it is asked `ROLE`. Anything but
+    /// `master` — or no answer to either — fails.
+    private func checkIsMaster(_ connection: RedisConnection, _ address: RedisNode, deadline: RedisDeadline) throws(StateStoreError) {
+        let hello = try connection.run(RedisCommand("HELLO"), deadline: deadline)
+        var role: [UInt8]? = nil
+        if case .array(let fields) = hello {
+            var i = 0
+            while i + 1 < fields.count {
+                if fields[i] == .string(Array("role".utf8)), case .string(let value) = fields[i + 1] { role = value }
+                i += 2
+            }
+        } else if case .array(let fields) = try connection.run(RedisCommand("ROLE"), deadline: deadline), case .string(let value)? = fields.first {
+            role = value
+        }
+        guard role == Array("master".utf8) else {
+            let said = role.map { String(decoding: $0, as: UTF8.self) } ?? "no role"
+            throw StateStoreError(.unavailable, "redis sentinel master \(settings.master): \(address) is not a master (\(said)); "
+                                  + "a failover in progress, or a sentinel that is stale or watches another Redis", cause: "readonly")
+        }
     }
 }

@@ -23,7 +23,7 @@ public struct RedisTLS: Sendable {
 /// with memory BIOs, as on the listeners): Debian's hiredis has no TLS, so hiredis only formats commands and reads
 /// replies (`RedisConnection`) and the bytes travel here. Every wait on the socket is a `poll` bounded by what is
 /// left of the operation's deadline (`state.timeout`), connecting and the TLS handshake included; resolving a host
-/// name (`getaddrinfo`, the system resolver) is not bounded by it, and only its first address is tried.
+/// name (`getaddrinfo`, the system resolver) is not bounded by it; each address it gives is tried in turn.
 ///
 /// A thrown error leaves the stream unusable; the owner drops it.
 final class RedisTransport {
@@ -45,9 +45,9 @@ final class RedisTransport {
     /// `deadline`.
     init(host: String, port: Int32, tls: RedisTLS?, peer: String, deadline: RedisDeadline) throws(StateStoreError) {
         self.peer = peer
-        let address: SocketAddress
+        let addresses: [SocketAddress]
         do {
-            address = try SocketAddress.resolve(host: host, port: UInt16(clamping: port))
+            addresses = try SocketAddress.resolveAll(host: host, port: UInt16(clamping: port))
         } catch {
             throw StateStoreError(.unavailable, "redis connect to \(peer): \(error)", cause: "dns")
         }
@@ -56,20 +56,37 @@ final class RedisTransport {
         } catch {
             throw StateStoreError(.unavailable, "redis connect to \(peer): \(error)", cause: "tls")
         }
-        let started: (socket: Socket, connected: Bool)
-        do {
-            started = try Socket.connect(to: address)
-        } catch {
-            throw Self.socketError(error.code, doing: "connect to \(peer)")
-        }
-        socket = started.socket
+        socket = try Self.connect(addresses, deadline, peer: peer)
         // Fully initialised from here: a throw releases the object, and `deinit` closes the socket.
-        if !started.connected {
-            try wait(for: Int16(POLLOUT), deadline, doing: "connect")
-            let pending = socket.pendingError
-            if pending != 0 { throw Self.socketError(pending, doing: "connect to \(peer)") }
-        }
         if let session { try handshake(session, deadline) }
+    }
+
+    /// A connected socket to the first of `addresses` that takes the connection (a name may resolve to IPv6 and
+    /// IPv4, or to several hosts: as hiredis did, each is tried in turn), within `deadline`; a timeout ends the
+    /// attempts (nothing is left for the next address).
+    private static func connect(_ addresses: [SocketAddress], _ deadline: RedisDeadline, peer: String) throws(StateStoreError) -> Socket {
+        var last = StateStoreError(.unavailable, "redis connect to \(peer): no address", cause: "dns")
+        for address in addresses {
+            let started: (socket: Socket, connected: Bool)
+            do {
+                started = try Socket.connect(to: address)
+            } catch {
+                last = socketError(error.code, doing: "connect to \(peer)")
+                continue
+            }
+            if started.connected { return started.socket }
+            do throws(StateStoreError) {
+                try waitReady(started.socket.fd, Int16(POLLOUT), deadline, doing: "connect", peer: peer)
+            } catch {
+                started.socket.close()
+                throw error
+            }
+            let pending = started.socket.pendingError
+            if pending == 0 { return started.socket }
+            started.socket.close()
+            last = socketError(pending, doing: "connect to \(peer)")
+        }
+        throw last
     }
 
     deinit { socket.close() }
@@ -178,9 +195,14 @@ final class RedisTransport {
 
     /// Waits until the socket is ready for `events` (or has an error to report), within what is left of `deadline`.
     private func wait(for events: Int16, _ deadline: RedisDeadline, doing what: String) throws(StateStoreError) {
-        var descriptor = pollfd(fd: socket.fd, events: events, revents: 0)
+        try Self.waitReady(socket.fd, events, deadline, doing: what, peer: peer)
+    }
+
+    private static func waitReady(_ fd: Int32, _ events: Int16, _ deadline: RedisDeadline, doing what: String, peer: String)
+        throws(StateStoreError) {
+        var descriptor = pollfd(fd: fd, events: events, revents: 0)
         while true {
-            let budget = try remaining(deadline, doing: what)
+            let budget = try remaining(deadline, doing: what, peer: peer)
             let rc = poll(&descriptor, 1, Int32(clamping: budget))
             if rc > 0 { return }
             if rc == 0 || (rc < 0 && errno != EINTR) {
@@ -189,7 +211,7 @@ final class RedisTransport {
         }
     }
 
-    private func remaining(_ deadline: RedisDeadline, doing what: String) throws(StateStoreError) -> Int {
+    private static func remaining(_ deadline: RedisDeadline, doing what: String, peer: String) throws(StateStoreError) -> Int {
         do {
             return try deadline.remainingMillis(doing: what)
         } catch {

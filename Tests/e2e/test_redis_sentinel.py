@@ -77,7 +77,8 @@ def env(factory, tmp_path):
     replica = RedisServer(tmp_path / "replica", extra_args=("--replicaof", "127.0.0.1", str(master.port)))
     factory.items += [master, replica]
     for r in (master, replica):          # ACL users are per server, not replicated
-        assert r.command("ACL", "SETUSER", USER, "on", ">" + PASSWORD, "~*", "+@all") == "OK"
+        # Without @dangerous (ROLE among it), as hardened ACLs are: the master check must still work (HELLO).
+        assert r.command("ACL", "SETUSER", USER, "on", ">" + PASSWORD, "~*", "+@all", "-@dangerous") == "OK"
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and "master_link_status:up" not in replica.command("INFO", "replication"):
         time.sleep(0.05)
@@ -97,6 +98,50 @@ def start(start_gateway, start_upstream, env, sentinel: dict | None = None, wait
         "password_file": str(env.tmp / "master-pw"),
         "sentinel": sentinel or {"master": "mymaster", "nodes": [f"127.0.0.1:{free_port()}", f"127.0.0.1:{env.sentinel.port}"],
                                  "password_file": str(env.tmp / "sentinel-pw")}}, wait=wait)
+
+
+class FakeSentinel:
+    """A sentinel that names `address` as the master (a stale one, or one watching another Redis), or — `frozen` —
+    one that takes connections and never answers (a stopped process, a host gone)."""
+
+    def __init__(self, address: tuple[str, int] | None = None, frozen: bool = False):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port, self.address, self.asked = self.sock.getsockname()[1], address, 0
+        if not frozen:
+            threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn):
+        with conn:
+            reader = U.Reader(conn)
+            while True:
+                try:
+                    command = _resp_read(reader)
+                except (OSError, ValueError):
+                    return
+                if not command:
+                    return
+                name = command[0].upper()
+                if name == "AUTH":
+                    conn.sendall(b"+OK\r\n")
+                elif name == "SENTINEL":
+                    self.asked += 1
+                    host, port = (str(x).encode() for x in self.address)
+                    conn.sendall(b"*2\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(host), host, len(port), port))
+                else:
+                    conn.sendall(b"-ERR unknown\r\n")
+
+    def close(self):
+        self.sock.close()
 
 
 def masters(gw) -> list[str]:
@@ -150,6 +195,24 @@ def test_the_gateway_follows_a_promotion_when_the_master_is_killed_under_load(en
     assert PASSWORD not in text and SENTINEL_PASSWORD not in text
 
 
+@pytest.mark.parametrize("kind", ["frozen", "stale"])
+def test_a_frozen_or_stale_first_sentinel_does_not_keep_the_gateway_from_the_master(env, start_gateway, start_upstream, factory, kind):
+    """Listed first: a sentinel that never answers costs only its share of state.timeout; one that names the replica
+    (a stale sentinel, or one watching another Redis of the same name) is passed over once the named server says it
+    is no master — by HELLO, which the gateway's ACL user (without @dangerous, so without ROLE) may still run."""
+    fake = FakeSentinel(frozen=True) if kind == "frozen" else FakeSentinel(("127.0.0.1", env.replica.port))
+    factory.items.append(fake)
+    gw = start(start_gateway, start_upstream, env, sentinel={
+        "master": "mymaster", "nodes": [f"127.0.0.1:{fake.port}", f"127.0.0.1:{env.sentinel.port}"],
+        "password_file": str(env.tmp / "sentinel-pw")})
+    for i in range(5):
+        t = env.iss.token(limited_use=True)
+        assert status(gw, f"/lu/{kind}{i}", t) == (200, None) and status(gw, f"/lu/{kind}{i}", t) == (401, "token_replayed")
+    assert masters(gw) == [f"127.0.0.1:{env.master.port}"]
+    assert env.replica.command("ROLE")[0] == "slave"               # nothing was written to the replica
+    assert kind == "frozen" or fake.asked >= 1
+
+
 def test_a_wrong_sentinel_password_is_logged_with_its_cause(env, start_gateway, start_upstream):
     wrong = env.tmp / "wrong-pw"
     wrong.write_text("not-the-password\n")
@@ -186,3 +249,7 @@ def test_check_config_on_sentinel_settings(gateway_bin, tmp_path):
     assert code != 0 and "tls: true" in out, out
     code, out = check({**good, "sentinel": {**good["sentinel"], "password_file": str(tmp_path / "missing")}})
     assert code != 0 and "state.sentinel.password_file" in out, out
+    code, out = check({**good, "sentinel": {**good["sentinel"], "username": "sentinel-user"}})
+    assert code != 0 and "username needs password_file" in out, out
+    code, out = check({"sentinel": {"master": "m", "nodes": ["127.0.0.1:26379", "127.0.0.1:26379"]}})
+    assert code != 0 and "listed twice" in out, out
