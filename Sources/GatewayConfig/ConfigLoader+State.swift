@@ -133,7 +133,13 @@ extension ConfigLoader {
         state.clientCertificate = map.filePath("client_certificate")
         state.clientKey = map.filePath("client_key")
         state.tlsServerName = map.nonEmptyString("tls_server_name")
-        if let verify = map.bool("tls_verify") { state.tlsVerify = verify }
+        if let verify = map.bool("tls_verify") {
+            state.tlsVerify = verify
+            if !verify, let node = map.value("tls_verify") {
+                map.context.warn("certificate checks are off: anyone on the path can pose as Redis (for tests only)",
+                                 at: node, path: map.childPath("tls_verify"))
+            }
+        }
         if state.url != nil || state.sentinel != nil, !state.usesTLS {
             // TLS settings on a plain connection would be silently unused: the operator meant TLS.
             for key in ["ca_file", "client_certificate", "client_key", "tls_server_name", "tls_verify"] where map.contains(key) {

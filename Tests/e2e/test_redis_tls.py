@@ -172,5 +172,7 @@ def test_check_config_reads_the_tls_files_and_refuses_tls_keys_on_a_plain_url(en
     assert code != 0 and "state.client_key" in out and "match" in out, out     # OpenSSL: "key values mismatch"
     code, out = check({**base, "client_certificate": str(cert)})
     assert code != 0 and "client_certificate and client_key go together" in out, out
+    code, out = check({**base, "tls_verify": False})
+    assert code == 0 and "state.tls_verify: warning: certificate checks are off" in out, out
     code, out = check({"url": "redis://127.0.0.1:6399/0", "ca_file": str(env.pki.ca)})
     assert code != 0 and "ca_file applies to TLS: use a rediss:// url" in out and ".yml:" in out, out
