@@ -63,6 +63,17 @@ enum StateBackends {
                     throw ProxyRuntime.StartupError(description: "state.sentinel: \(error)")
                 }
             }
+            if let cluster = config.cluster {
+                let settings = RedisClusterSettings(nodes: cluster.nodes.map { RedisNode(host: $0.host, port: Int32($0.port)) })
+                do {
+                    let store = try RedisStateStore(cluster: settings, keyPrefix: config.keyPrefix, timeoutMillis: config.timeoutMillis,
+                                                    username: config.username, password: password,
+                                                    waitReplicas: config.waitReplicas, tls: tls, onEvent: logRedisEvent)
+                    return StateService(store: store, allowWhenUnavailable: allow, sweepIntervalSeconds: nil)
+                } catch {
+                    throw ProxyRuntime.StartupError(description: "state.cluster: \(error)")
+                }
+            }
             do {
                 let store = try RedisStateStore(url: config.url ?? "redis://127.0.0.1:6379/0", keyPrefix: config.keyPrefix,
                                                 timeoutMillis: config.timeoutMillis, username: config.username, password: password,
@@ -109,6 +120,8 @@ enum StateBackends {
             Logger.info("state store connected", ["backend": "redis"])
         case .master(let address):
             Logger.info("state store master", ["backend": "redis", "address": address])
+        case .slotMap(let masters):
+            Logger.info("state store cluster slots", ["backend": "redis", "masters": masters])
         }
     }
 }

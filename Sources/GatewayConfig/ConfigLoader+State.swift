@@ -101,7 +101,7 @@ extension ConfigLoader {
         // Keys of the other backends are accepted (and checked), so switching backend is a one-line change.
         map.rejectUnknownKeys(allowed: ["backend", "path", "url", "key_prefix", "timeout", "on_unavailable", "username",
                                         "password_file", "wait_replicas", "ca_file", "client_certificate", "client_key",
-                                        "tls_server_name", "tls_verify", "sentinel", "tls", "database"])
+                                        "tls_server_name", "tls_verify", "sentinel", "cluster", "tls", "database"])
         if let value = map.oneOf("backend", [StateBackendKind.memory, .sqlite, .redis]) { state.backend = value }
         if let value = map.filePath("path") { state.path = value }
         if let url = map.string("url") {
@@ -111,19 +111,33 @@ extension ConfigLoader {
             } else {
                 map.report("invalid redis url (use redis://[user:password@]host:port[/db], rediss:// for TLS)", key: "url")
             }
-        } else if state.backend == .redis, !map.contains("url"), !map.contains("sentinel") {
+        } else if state.backend == .redis, !map.contains("url"), !map.contains("sentinel"), !map.contains("cluster") {
             map.reportMissing("url")
         }
         if let sentinel = map.mapping("sentinel") {
             state.sentinel = decodeSentinel(sentinel)
             if map.contains("url") { map.report("url and sentinel name the server twice: keep one", key: "sentinel") }
         }
-        for key in ["tls", "database"] where map.contains(key) && !map.contains("sentinel") {
-            map.report("\(key) applies with sentinel (with url, \(key == "tls" ? "the rediss:// scheme" : "its /db path") says it)", key: key)
+        if let cluster = map.mapping("cluster") {
+            state.cluster = decodeRedisCluster(cluster)
+            for other in ["url", "sentinel"] where map.contains(other) {
+                map.report("\(other) and cluster name the servers twice: keep one", key: "cluster")
+            }
+            if map.contains("database") {
+                map.report("database does not apply with cluster (a Redis Cluster has one database)", key: "database")
+            }
+        }
+        for key in ["tls", "database"] where map.contains(key) && !map.contains("sentinel") && !(key == "tls" && map.contains("cluster")) {
+            map.report("\(key) applies with sentinel\(key == "tls" ? " or cluster" : "") (with url, \(key == "tls" ? "the rediss:// scheme" : "its /db path") says it)", key: key)
         }
         if let value = map.bool("tls") { state.tls = value }
         if let n = map.int("database", min: 0, max: 65_535) { state.database = n }
-        if let value = map.string("key_prefix") { state.keyPrefix = value }
+        if let value = map.string("key_prefix") {
+            state.keyPrefix = value
+            if map.contains("cluster"), value.contains("{") || value.contains("}") {
+                map.report("with cluster, the prefix may not hold { or }: the key layout's hash tags decide each key's slot", key: "key_prefix")
+            }
+        }
         if let value = map.duration("timeout") { state.timeoutMillis = value }
         if let value = map.oneOf("on_unavailable", [UnavailablePolicy.reject, .allow]) { state.onUnavailable = value }
         state.username = map.nonEmptyString("username")
@@ -140,10 +154,11 @@ extension ConfigLoader {
                                  at: node, path: map.childPath("tls_verify"))
             }
         }
-        if state.url != nil || state.sentinel != nil, !state.usesTLS {
+        if state.url != nil || state.sentinel != nil || state.cluster != nil, !state.usesTLS {
             // TLS settings on a plain connection would be silently unused: the operator meant TLS.
+            let hint = state.sentinel != nil ? " (with sentinel: tls: true)" : state.cluster != nil ? " (with cluster: tls: true)" : ""
             for key in ["ca_file", "client_certificate", "client_key", "tls_server_name", "tls_verify"] where map.contains(key) {
-                map.report("\(key) applies to TLS: use a rediss:// url\(state.sentinel != nil ? " (with sentinel: tls: true)" : "")", key: key)
+                map.report("\(key) applies to TLS: use a rediss:// url\(hint)", key: key)
             }
         }
         if (state.clientCertificate == nil) != (state.clientKey == nil) {
@@ -160,13 +175,33 @@ extension ConfigLoader {
     static func decodeSentinel(_ map: MappingReader) -> SentinelConfig? {
         map.rejectUnknownKeys(allowed: ["master", "nodes", "username", "password_file"])
         let master = map.nonEmptyString("master", required: true)
+        let nodes = decodeRedisNodes(map, what: "a sentinel, port 26379 by convention")
+        guard let master, let nodes else { return nil }
+        var sentinel = SentinelConfig(master: master, nodes: nodes)
+        sentinel.username = map.nonEmptyString("username")
+        sentinel.passwordFile = map.filePath("password_file")
+        if sentinel.username != nil, sentinel.passwordFile == nil {
+            // Without a password there is no AUTH, so the user would silently go unused.
+            map.report("username needs password_file (the sentinels' password)", key: "username")
+            return nil
+        }
+        return sentinel
+    }
+
+    /// `state.cluster`: `{nodes: ["host:port", …]}` — seeds; the slot map names the rest.
+    static func decodeRedisCluster(_ map: MappingReader) -> RedisClusterConfig? {
+        map.rejectUnknownKeys(allowed: ["nodes"])
+        return decodeRedisNodes(map, what: "a cluster node").map(RedisClusterConfig.init(nodes:))
+    }
+
+    /// `nodes: ["host:port", …]`, non-empty, each once; nil after reporting any that is not.
+    private static func decodeRedisNodes(_ map: MappingReader, what: String) -> [UpstreamEndpointConfig]? {
         var nodes: [UpstreamEndpointConfig] = []
         var valid = true
         for (index, item) in (map.list("nodes", nonEmpty: true, required: true) ?? []).enumerated() {
             guard let text = item.scalarText, !item.isNull, let url = ConfigURL("redis://" + text), let port = url.port,
                   !url.hasUserInfo, url.path.isEmpty, url.query == nil else {
-                map.context.report("expected host:port (a sentinel, port 26379 by convention)", at: item,
-                                   path: indexPath(map.childPath("nodes"), index))
+                map.context.report("expected host:port (\(what))", at: item, path: indexPath(map.childPath("nodes"), index))
                 valid = false
                 continue
             }
@@ -177,16 +212,7 @@ extension ConfigLoader {
             }
             nodes.append(node)
         }
-        guard let master, valid, !nodes.isEmpty else { return nil }
-        var sentinel = SentinelConfig(master: master, nodes: nodes)
-        sentinel.username = map.nonEmptyString("username")
-        sentinel.passwordFile = map.filePath("password_file")
-        if sentinel.username != nil, sentinel.passwordFile == nil {
-            // Without a password there is no AUTH, so the user would silently go unused.
-            map.report("username needs password_file (the sentinels' password)", key: "username")
-            return nil
-        }
-        return sentinel
+        return valid && !nodes.isEmpty ? nodes : nil
     }
 
     /// Whether `redis://user:password@…` carries a non-empty password.

@@ -112,13 +112,24 @@ public struct StateConfig: Sendable, Equatable {
     public var tlsVerify: Bool = true
     /// `sentinel`: the master is found through these sentinels (instead of `url`).
     public var sentinel: SentinelConfig?
-    /// `tls`: with `sentinel`, TLS to the sentinels and the master (with `url`, the scheme says it).
+    /// `cluster`: a Redis Cluster, its slot map read from these seed nodes (instead of `url`).
+    public var cluster: RedisClusterConfig?
+    /// `tls`: with `sentinel`, TLS to the sentinels and the master; with `cluster`, to every node (with `url`, the
+    /// scheme says it).
     public var tls: Bool = false
     /// `database`: with `sentinel`, the master's database (with `url`, its path says it).
     public var database: Int = 0
     /// Whether the connection is TLS: a `rediss://` url, or `tls: true` with sentinels.
-    public var usesTLS: Bool { sentinel != nil ? tls : url?.prefix(9).lowercased() == "rediss://" }
+    public var usesTLS: Bool { sentinel != nil || cluster != nil ? tls : url?.prefix(9).lowercased() == "rediss://" }
     public init() {}
+}
+
+/// `state.cluster`: `nodes` (`host:port` each), the seeds the slot map is first read from.
+public struct RedisClusterConfig: Sendable, Equatable {
+    public var nodes: [UpstreamEndpointConfig]
+    public init(nodes: [UpstreamEndpointConfig]) {
+        self.nodes = nodes
+    }
 }
 
 /// `state.sentinel`: `master` (the name the sentinels monitor), `nodes` (`host:port` each), and the sentinels' own

@@ -6,7 +6,7 @@ import StateStore
 ///
 /// Calls block; the gateway makes them off its event loops. One connection serialises all state operations of a
 /// process, which is fine at the rates one replica sees (a round trip is tens of µs on a LAN); a pool can come later.
-final class RedisClient: Sendable {
+final class RedisClient: RedisExecutor {
     private struct Locked {
         var machine = RedisReconnectStateMachine()
         var connection: RedisConnection?
@@ -42,7 +42,7 @@ final class RedisClient: Sendable {
 
     /// Runs one command; error replies come back as `.error`, connection failures are thrown. `write`: the command
     /// changes data, so `wait_replicas` applies to it.
-    func run(_ command: RedisCommand, write: Bool = false) throws(StateStoreError) -> RedisReply {
+    func run(_ command: RedisCommand, write: Bool) throws(StateStoreError) -> RedisReply {
         let deadline = RedisDeadline(timeoutMillis: timeoutMillis)
         return try withConnection(deadline) { (connection) throws(StateStoreError) -> RedisReply in
             let reply = try connection.run(command, deadline: deadline)
@@ -51,46 +51,23 @@ final class RedisClient: Sendable {
         }
     }
 
+    func ping() throws(StateStoreError) {
+        let reply = try run(RedisCommand("PING"), write: false)
+        guard case .status("PONG") = reply else { throw reply.unexpected("PING") }
+    }
+
     /// `WAIT n t` on the connection that wrote, unless the write itself failed (an error reply).
     private func awaitReplicas(_ connection: RedisConnection, _ deadline: RedisDeadline, after reply: RedisReply) throws(StateStoreError) {
-        guard waitReplicas > 0 else { return }
-        if case .error = reply { return }
-        // Less than the socket's own timeout (the whole remaining budget), so WAIT answers before the read gives up.
-        let budget = try deadline.remainingMillis(doing: "WAIT")
-        let waitMillis = max(budget * 3 / 4, 1)
-        let acknowledged = try connection.run(RedisCommand("WAIT", String(waitReplicas), String(waitMillis)), deadline: deadline)
-        guard case .integer(let n) = acknowledged else { throw acknowledged.unexpected("WAIT") }
-        guard n >= waitReplicas else {
-            throw StateStoreError(.unavailable, "redis \(target): \(n) of \(waitReplicas) replicas acknowledged the write within "
-                                  + "\(waitMillis) ms (state.wait_replicas)", cause: "wait_replicas")
-        }
+        try connection.awaitReplicas(waitReplicas, deadline, after: reply, server: target.description)
     }
 
     /// Runs `script` with the keys and arguments `appendArguments` adds after the script reference (numkeys first).
     /// Every script the store runs writes, except reads marked `write: false`.
-    func eval(_ script: RedisScript, write: Bool = true, _ appendArguments: (inout RedisCommand) -> Void)
+    func eval(_ script: RedisScript, write: Bool, _ appendArguments: (inout RedisCommand) -> Void)
         throws(StateStoreError) -> RedisReply {
         let deadline = RedisDeadline(timeoutMillis: timeoutMillis)
         return try withConnection(deadline) { (connection, shas) throws(StateStoreError) -> RedisReply in
-            let sha: String
-            if let known = shas[script.id] {
-                sha = known
-            } else {
-                let loaded = try connection.run(RedisCommand("SCRIPT", "LOAD", script.source), deadline: deadline)
-                guard case .string(let bytes) = loaded else { throw loaded.unexpected("SCRIPT LOAD \(script.name)") }
-                sha = String(decoding: bytes, as: UTF8.self)
-                shas[script.id] = sha
-            }
-            var evalsha = RedisCommand("EVALSHA")
-            evalsha.append(sha)
-            appendArguments(&evalsha)
-            var reply = try connection.run(evalsha, deadline: deadline)
-            if case .error(let message) = reply, message.hasPrefix("NOSCRIPT") {
-                var evalCommand = RedisCommand("EVAL", capacity: script.source.utf8.count + 128)
-                evalCommand.append(script.source)
-                appendArguments(&evalCommand)
-                reply = try connection.run(evalCommand, deadline: deadline)
-            }
+            let reply = try connection.runScript(script, sha: &shas[script.id], deadline: deadline, appendArguments)
             if write { try awaitReplicas(connection, deadline, after: reply) }
             return reply
         }

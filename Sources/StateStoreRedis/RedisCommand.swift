@@ -35,6 +35,13 @@ struct RedisCommand: Sendable {
         append(String(argument))
     }
 
+    /// The argument at `index` (0: the command name), or nil past the last.
+    func argument(at index: Int) -> ArraySlice<UInt8>? {
+        guard index < lengths.count else { return nil }
+        let start = lengths[..<index].reduce(0, +)
+        return bytes[start..<start + lengths[index]]
+    }
+
     /// Calls `body` with the C argv/argvlen arrays, valid only during the call.
     func withArgv<R>(_ body: (Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>, UnsafePointer<Int>) -> R) -> R {
         bytes.withUnsafeBufferPointer { raw in

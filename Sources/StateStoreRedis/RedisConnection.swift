@@ -90,6 +90,48 @@ final class RedisConnection {
         }
     }
 
+    /// `script` as `EVALSHA` (its SHA-1 learnt with `SCRIPT LOAD` the first time, kept in `sha`), or as `EVAL` when the
+    /// server answers `NOSCRIPT` (restarted, failed over, `SCRIPT FLUSH`, another Cluster node), which also caches it
+    /// there. `appendArguments` adds numkeys, the keys and the arguments after the script reference.
+    func runScript(_ script: RedisScript, sha: inout String?, deadline: RedisDeadline,
+                   _ appendArguments: (inout RedisCommand) -> Void) throws(StateStoreError) -> RedisReply {
+        let known: String
+        if let sha {
+            known = sha
+        } else {
+            let loaded = try run(RedisCommand("SCRIPT", "LOAD", script.source), deadline: deadline)
+            guard case .string(let bytes) = loaded else { throw loaded.unexpected("SCRIPT LOAD \(script.name)") }
+            known = String(decoding: bytes, as: UTF8.self)
+            sha = known
+        }
+        var evalsha = RedisCommand("EVALSHA")
+        evalsha.append(known)
+        appendArguments(&evalsha)
+        let reply = try run(evalsha, deadline: deadline)
+        guard case .error(let message) = reply, message.hasPrefix("NOSCRIPT") else { return reply }
+        var evalCommand = RedisCommand("EVAL", capacity: script.source.utf8.count + 128)
+        evalCommand.append(script.source)
+        appendArguments(&evalCommand)
+        return try run(evalCommand, deadline: deadline)
+    }
+
+    /// `WAIT n t` (`state.wait_replicas` = `count` > 0) after a write on this connection, unless the write itself failed
+    /// (an error reply); fewer replicas than `count` within what is left of the budget is a failure (the write happened
+    /// on the master, but a failover could lose it).
+    func awaitReplicas(_ count: Int, _ deadline: RedisDeadline, after reply: RedisReply, server: String) throws(StateStoreError) {
+        guard count > 0 else { return }
+        if case .error = reply { return }
+        // Less than the socket's own timeout (the whole remaining budget), so WAIT answers before the read gives up.
+        let budget = try deadline.remainingMillis(doing: "WAIT")
+        let waitMillis = max(budget * 3 / 4, 1)
+        let acknowledged = try run(RedisCommand("WAIT", String(count), String(waitMillis)), deadline: deadline)
+        guard case .integer(let n) = acknowledged else { throw acknowledged.unexpected("WAIT") }
+        guard n >= count else {
+            throw StateStoreError(.unavailable, "redis \(server): \(n) of \(count) replicas acknowledged the write within "
+                                  + "\(waitMillis) ms (state.wait_replicas)", cause: "wait_replicas")
+        }
+    }
+
     private func expectOK(_ reply: RedisReply, _ what: String) throws(StateStoreError) {
         guard case .status("OK") = reply else { throw reply.unexpected(what) }
     }

@@ -9,7 +9,7 @@ struct RedisScript: Sendable {
     let name: String
     let source: String
 
-    static let all: [RedisScript] = [consume, registerKey, advanceCounter, keysForApp, putReceipt, takeToken]
+    static let all: [RedisScript] = [consume, registerKey, advanceCounter, keysForApp, putReceipt, takeToken, registerKeyRecord]
 
     /// Records a one-time value (`consumeOnce` and `issue`; they differ only in the key's kind).
     /// KEYS[1] = the one-time value's key; ARGV = expiresAt, now (caller's unix seconds), lifetime in ms (≥ 1).
@@ -28,6 +28,14 @@ struct RedisScript: Sendable {
         if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
         redis.call('HSET', KEYS[1], unpack(ARGV, 2))
         redis.call('RPUSH', KEYS[2], ARGV[1])
+        return 1
+        """)
+
+    /// Layout 2 (Cluster): the record alone. KEYS[1] = key hash; ARGV = field, value, … Creates it only if the key id
+    /// is new (1), else 0.
+    static let registerKeyRecord = RedisScript(id: 6, name: "registerKeyRecord", source: """
+        if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+        redis.call('HSET', KEYS[1], unpack(ARGV))
         return 1
         """)
 

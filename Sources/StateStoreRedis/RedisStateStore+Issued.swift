@@ -8,7 +8,8 @@ extension RedisStateStore {
 
     /// GET: the stored expiry against the caller's `now`, as `redeem` compares it.
     public func isIssued(namespace: String, key: String, now: Int64) throws(StateStoreError) -> Bool {
-        try Self.isLive(try client.run(RedisCommand("GET", keys.issuedValue(namespace: namespace, key: key))), now: now, what: "isIssued")
+        try checkLayout()
+        return try Self.isLive(try client.run(RedisCommand("GET", keys.issuedValue(namespace: namespace, key: key))), now: now, what: "isIssued")
     }
 
     /// GETDEL (Redis ≥ 6.2) takes the value and deletes it in one command, so of several redeemers (threads,
@@ -17,7 +18,8 @@ extension RedisStateStore {
     /// same; SQLite keeps it until the sweep, which differs only when replicas' clocks disagree (there a replica
     /// whose clock is behind could still redeem it once; here none can).
     public func redeem(namespace: String, key: String, now: Int64) throws(StateStoreError) -> Bool {
-        try Self.isLive(try client.run(RedisCommand("GETDEL", keys.issuedValue(namespace: namespace, key: key)), write: true), now: now,
+        try checkLayout()
+        return try Self.isLive(try client.run(RedisCommand("GETDEL", keys.issuedValue(namespace: namespace, key: key)), write: true), now: now,
                         what: "redeem")
     }
 

@@ -1,4 +1,5 @@
 public import StateStore
+import GatewayCore
 import GatewayTLS
 /// The Redis backend of `AttestationStateStore`: the distributed engine when several gateway replicas serve one app,
 /// so that they share replay protection and App Attest counters (ARCHITECTURE.md "State").
@@ -19,8 +20,13 @@ import GatewayTLS
 /// start-up makes calls fail with `.unavailable`, and `ping` report it, rather than stopping the gateway), and after
 /// a failure reconnects with exponential backoff (100 ms doubling to 5 s), failing fast in between.
 public final class RedisStateStore: AttestationStateStore {
-    let client: RedisClient
+    let client: any RedisExecutor
     let keys: RedisKeySpace
+    /// Whether the keys under the prefix were found in this store's layout (checked at the first call; see
+    /// `checkLayout`).
+    let layoutState = AnnotatedMutex(LayoutState())
+    /// Told of each change of state, once (the client's, and a layout refusal).
+    let onEvent: @Sendable (Event) -> Void
 
     /// - Parameters:
     ///   - url: `redis[s]://[user:password@]host:port[/db]` (`state.url`; `rediss://`: TLS).
@@ -51,6 +57,7 @@ public final class RedisStateStore: AttestationStateStore {
         client = RedisClient(target: .direct(endpoint), tls: endpoint.tls ? tls : nil, timeoutMillis: timeoutMillis,
                              waitReplicas: waitReplicas, onEvent: onEvent)
         keys = RedisKeySpace(prefix: keyPrefix)
+        self.onEvent = onEvent
     }
 
     /// A store on the master a set of sentinels names (`state.sentinel`), found at the first call and again after
@@ -70,6 +77,28 @@ public final class RedisStateStore: AttestationStateStore {
         client = RedisClient(target: .sentinel(sentinel, master: master), tls: tls, timeoutMillis: timeoutMillis,
                              waitReplicas: waitReplicas, onEvent: onEvent)
         keys = RedisKeySpace(prefix: keyPrefix)
+        self.onEvent = onEvent
+    }
+
+    /// A store on a Redis Cluster (`state.cluster`): the slot map is read from `cluster.nodes` (then from the
+    /// masters it names) at the first call and after every redirect or failure; each command goes to its key's
+    /// master. Keys are in layout 2 (hash-tagged, `RedisKeySpace`), so a prefix holding `{` or `}` is refused.
+    ///   - username, password: every node's (`state.username`, `state.password_file`); `tls` non-nil: TLS to every
+    ///     node (`state.tls: true`).
+    public init(cluster: RedisClusterSettings, keyPrefix: String, timeoutMillis: Int, username: String? = nil,
+                password: String? = nil, waitReplicas: Int = 0, tls: RedisTLS? = nil,
+                onEvent: @escaping @Sendable (Event) -> Void = { _ in }) throws(StateStoreError) {
+        guard timeoutMillis > 0 else { throw StateStoreError(.invalid, "state.timeout must be positive") }
+        guard !cluster.nodes.isEmpty else { throw StateStoreError(.invalid, "state.cluster needs at least one node") }
+        guard !keyPrefix.contains("{"), !keyPrefix.contains("}") else {
+            throw StateStoreError(.invalid, "state.key_prefix: with cluster, the prefix may not hold { or } (the key layout's "
+                                  + "hash tags decide each key's slot)")
+        }
+        let template = RedisEndpoint(host: "", port: 0, user: username, password: password, database: 0, tls: tls != nil)
+        client = RedisClusterClient(settings: cluster, template: template, tls: tls, timeoutMillis: timeoutMillis,
+                                    waitReplicas: waitReplicas, onEvent: onEvent)
+        keys = RedisKeySpace(prefix: keyPrefix, layout: 2)
+        self.onEvent = onEvent
     }
 
     /// A change of the connection's state.
@@ -80,6 +109,9 @@ public final class RedisStateStore: AttestationStateStore {
         case connected
         /// Sentinel: the master is (now) at this address — at the first connect and after each failover.
         case master(String)
+        /// Cluster: the slot map read (at the first call, and after each change: a resharding, a failover) — each
+        /// master with its slot count.
+        case slotMap(String)
     }
 
     /// One-time values live at most this long in Redis, whatever `expiresAt` says (PX must stay in range).
@@ -92,6 +124,7 @@ public final class RedisStateStore: AttestationStateStore {
     }
 
     public func isConsumed(namespace: String, key: String, now: Int64) throws(StateStoreError) -> Bool {
+        try checkLayout()
         let reply = try client.run(RedisCommand("GET", keys.oneTimeValue(namespace: namespace, key: key)))
         switch reply {
         case .null: return false
@@ -105,6 +138,7 @@ public final class RedisStateStore: AttestationStateStore {
         // A value already past its expiry is still recorded (it is not "recorded and unexpired"); it is stored
         // for 1 ms only, so it never lingers. The lifetime is relative to the caller's `now` rather than an
         // absolute EXAT, so a Redis clock ahead of the gateway's cannot drop a value the gateway still holds live.
+        try checkLayout()
         let lifetimeMillis = expiresAt > now ? min(expiresAt - now, Self.maxLifetimeSeconds) * 1000 : 1
         let reply = try client.eval(RedisScript.consume) { c in
             c.append("1")
@@ -130,6 +164,7 @@ public final class RedisStateStore: AttestationStateStore {
         guard ratePerSecond.isFinite, ratePerSecond > 0, burst >= 1 else {
             throw StateStoreError(.invalid, "takeToken: the rate must be positive and the burst at least 1")
         }
+        try checkLayout()
         let interval = max(1, Int64(min(1e6 / ratePerSecond, Double(Self.maxWindowMicros)).rounded()))
         let window = Int64(burst).multipliedReportingOverflow(by: interval)
         let windowMicros = window.overflow ? Self.maxWindowMicros : min(window.partialValue, Self.maxWindowMicros)
@@ -148,55 +183,87 @@ public final class RedisStateStore: AttestationStateStore {
     public func sweepExpired(now: Int64) throws(StateStoreError) -> Int { 0 }
 
     public func ping() throws(StateStoreError) {
-        let reply = try client.run(RedisCommand("PING"))
-        guard case .status("PONG") = reply else { throw reply.unexpected("PING") }
+        try client.ping()
+        try checkLayout()
     }
 }
 
-/// Builds the Redis key names of one store (`keyPrefix` + kind + id).
+/// Builds the Redis key names of one store (`keyPrefix` + kind + id), in one of two layouts:
+///
+/// - Layout 1 (`state.url`, `state.sentinel`): `<prefix>jti:<namespace>:<key>`, `<prefix>key:<key id>`, … as the
+///   store's documentation lists them.
+/// - Layout 2 (`state.cluster`): the same kinds, each id in a hash tag — `<prefix>jti:{<namespace>:<key>}`,
+///   `<prefix>key:{<key id>}`, `<prefix>receipt:{<key id>}` (a key's record and its receipt share a slot),
+///   `<prefix>app:{<app id>}`, `<prefix>ratelimit:{<limit>:<key>}` — with `%`, `{` and `}` percent-encoded inside
+///   the tag, so the tag is exactly the id and Redis Cluster hashes nothing else.
+///
+/// `<prefix>layout` holds the layout's number; a store refuses keys of the other layout (`RedisStateStore.checkLayout`).
 struct RedisKeySpace: Sendable {
     let prefix: String
+    let layout: Int
+
+    init(prefix: String, layout: Int = 1) {
+        self.prefix = prefix
+        self.layout = layout
+    }
+
+    /// `<prefix>layout`: the number of the layout the keys under the prefix are in.
+    var layoutMarker: String { prefix + "layout" }
 
     /// `<prefix>jti:<namespace>:<key>`. `:` and `%` in the namespace are percent-encoded so that namespace "a:b"
     /// with key "c" and namespace "a" with key "b:c" stay different values (namespaces are project numbers and
     /// app ids in practice, which contain neither, so their keys read exactly as documented).
     func oneTimeValue(namespace: String, key: String) -> String {
-        prefix + "jti:" + Self.encoded(namespace) + ":" + key
+        oneTime("jti:", namespace, key)
     }
 
     /// `<prefix>issued:<namespace>:<key>`, encoded like `oneTimeValue`; the distinct kind keeps issued values
     /// apart from consumed ones with the same namespace and key.
     func issuedValue(namespace: String, key: String) -> String {
-        prefix + "issued:" + Self.encoded(namespace) + ":" + key
+        oneTime("issued:", namespace, key)
     }
 
-    private static func encoded(_ namespace: String) -> String {
-        guard namespace.utf8.contains(where: { $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: "%") }) else {
-            return namespace
-        }
-        return namespace.replacingPercentAndColon()
+    private func oneTime(_ kind: String, _ namespace: String, _ key: String) -> String {
+        layout == 1 ? prefix + kind + Self.encoded(namespace, ":%") + ":" + key
+            : prefix + kind + "{" + Self.encoded(namespace, ":%{}") + ":" + Self.encoded(key, "%{}") + "}"
     }
 
     /// `<prefix>ratelimit:<limit>:<key>`: the key percent-encoded like a namespace, so the last `:` always ends
     /// the limit's name (which may hold `:` itself: `route:api`).
     func rateLimit(limit: String, key: String) -> String {
-        prefix + "ratelimit:" + limit + ":" + Self.encoded(key)
+        layout == 1 ? prefix + "ratelimit:" + limit + ":" + Self.encoded(key, ":%")
+            : prefix + "ratelimit:{" + Self.encoded(limit, "%{}") + ":" + Self.encoded(key, ":%{}") + "}"
     }
 
-    func attestedKey(_ keyID: String) -> String { prefix + "key:" + keyID }
+    func attestedKey(_ keyID: String) -> String { tagged("key:", keyID) }
     var attestedKeyPrefix: String { prefix + "key:" }
-    func app(_ appID: String) -> String { prefix + "app:" + appID }
-    func receipt(_ keyID: String) -> String { prefix + "receipt:" + keyID }
-}
+    func app(_ appID: String) -> String { tagged("app:", appID) }
+    func receipt(_ keyID: String) -> String { tagged("receipt:", keyID) }
 
-extension String {
-    fileprivate func replacingPercentAndColon() -> String {
+    private func tagged(_ kind: String, _ id: String) -> String {
+        layout == 1 ? prefix + kind + id : prefix + kind + "{" + Self.encoded(id, "%{}") + "}"
+    }
+
+    /// The kinds of key a store writes (after the prefix).
+    static let kinds = ["jti:", "issued:", "key:", "app:", "receipt:", "ratelimit:"]
+
+    /// Whether `name` (a key under the prefix) is one of layout 2's: its kind followed by a hash tag.
+    func isLayout2(_ name: String) -> Bool {
+        guard name.hasPrefix(prefix) else { return false }
+        let rest = name.dropFirst(prefix.count)
+        return Self.kinds.contains { rest.hasPrefix($0 + "{") }
+    }
+
+    /// `text` with each of `special` (and `%` when listed) written as `%XX`; unchanged (no copy) when it has none.
+    private static func encoded(_ text: String, _ special: String) -> String {
+        let bytes = Set(special.utf8)
+        guard text.utf8.contains(where: { bytes.contains($0) }) else { return text }
         var out = ""
-        for c in unicodeScalars {
-            switch c {
-            case "%": out += "%25"
-            case ":": out += "%3A"
-            default: out.unicodeScalars.append(c)
+        for c in text.unicodeScalars {
+            if c.isASCII, bytes.contains(UInt8(c.value)) {
+                out += "%" + String(c.value, radix: 16, uppercase: true)
+            } else {
+                out.unicodeScalars.append(c)
             }
         }
         return out

@@ -55,7 +55,8 @@ private func store(_ server: RedisServer, prefix: String, timeoutMillis: Int = 1
         #expect(try s.takeToken(limit: "route:api", key: "abc", ratePerSecond: 10, burst: 5) == nil)
         let pttl = Int(try server.command("PTTL p:ratelimit:route:api:abc").dropFirst()) ?? -1
         #expect(pttl > 0 && pttl <= 100, "PTTL \(pttl)")
-        #expect(try server.command("DBSIZE") == ":1", "one key per bucket, nothing else")
+        #expect(try server.command("DBSIZE") == ":2", "one key per bucket, nothing else but the layout marker")
+        #expect(try server.command("GET p:layout") == "1")
         for _ in 0..<4 { _ = try s.takeToken(limit: "route:api", key: "abc", ratePerSecond: 10, burst: 5) }
         let drained = Int(try server.command("PTTL p:ratelimit:route:api:abc").dropFirst()) ?? -1
         #expect(drained > 400 && drained <= 500, "PTTL \(drained): the burst's refill time")

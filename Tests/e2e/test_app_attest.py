@@ -82,6 +82,23 @@ def post(port: int, target: str, body: bytes = b"", headers: dict | None = None,
     return r
 
 
+def post_together(ports: list[int], target: str, body: bytes, headers: dict, n: int = 8) -> list:
+    """`n` posts of one assertion at once (a barrier), spread over `ports`: each one's outcome()."""
+    barrier = threading.Barrier(n)
+    results: list = [None] * n
+
+    def worker(i: int) -> None:
+        barrier.wait()
+        results[i] = outcome(post(ports[i % len(ports)], target, body, headers))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return results
+
+
 def outcome(r: U.Resp) -> tuple:
     if r.status in (200, 201):
         return (r.status, None)
@@ -374,19 +391,7 @@ def test_two_gateways_on_one_redis_accept_an_assertion_once(factory, env, redis_
     d = Device(env.bin, env.ca, tmp_path / "dev")
     register(ports[0], d)
     for k in range(5):
-        h = d.assertions("POST", "/api/r", b"x")[0]
-        barrier = threading.Barrier(8)
-        results: list = [None] * 8
-
-        def worker(i: int) -> None:
-            barrier.wait()
-            results[i] = outcome(post(ports[i % 2], "/api/r", b"x", h))
-
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(30)
+        results = post_together(ports, "/api/r", b"x", d.assertions("POST", "/api/r", b"x")[0])
         assert results.count((200, None)) == 1, (k, results)
         assert results.count((401, "counter_not_increasing")) == 7, (k, results)
 

@@ -327,8 +327,9 @@ def test_missing_jti_forged_replay(env, start_gateway, start_upstream, tmp_path,
 
     if backend == "redis":
         jti = jwt_parts(genuine)[1]["jti"]
-        keys = env.redis.command("KEYS", prefix + "*")
-        assert keys == [f"{prefix}jti:{PROJECT}:{jti}"], f"redis keys under {prefix!r}: {keys}"
+        keys = sorted(env.redis.command("KEYS", prefix + "*"))       # the jti, and the key layout's marker
+        assert keys == [f"{prefix}jti:{PROJECT}:{jti}", f"{prefix}layout"], f"redis keys under {prefix!r}: {keys}"
+        assert env.redis.command("GET", f"{prefix}layout") == "1"
         ttl = env.redis.command("TTL", keys[0])
         assert TOKEN_TTL + SKEW - 30 <= ttl <= TOKEN_TTL + SKEW, f"jti record TTL {ttl}, expected ~exp + skew"
     assert gw.proc.poll() is None

@@ -4,7 +4,8 @@ docs/performance.md describes every row, the environment and the results). The u
 load (wrk -t1 -c64 --latency, h2load for the HTTP/2 rows) and redis-server run on core 1, each proxy under test on
 core 0, loaded one after the other, the order reversed every round. Rows: nginx, attest-gateway (plain proxy path);
 gw-rs256-distinct|repeated, haproxy-distinct|repeated (RS256 App Check tokens: a new one per request | one);
-gw-lu-sqlite, gw-lu-redis, gw-lu-rediss (limited use; rediss: Redis over TLS); gw-appattest-sqlite (App Attest); gw-h1-h2load, gw-h2c, nginx-h2c,
+gw-lu-sqlite, gw-lu-redis, gw-lu-rediss, gw-lu-redis-cluster (limited use; rediss: Redis over TLS; cluster: a three-master
+Redis Cluster, the CPU of all three counted); gw-appattest-sqlite (App Attest); gw-h1-h2load, gw-h2c, nginx-h2c,
 gw-h2c-mux, nginx-h2c-mux, gw-h2-tls, nginx-h2-tls (h2load: HTTP/1.1, h2c -c64 -m1 and -c8 -m32, h2 over TLS);
 gw-play-classic (a Play Integrity classic token decoded in full on every request: AES key unwrap, AES-256-GCM, ECDSA
 P-256 verify; `openssl speed` of the three on core 0 after the rounds is its limit); gw-grpc, nginx-grpc (h2load gRPC unary POSTs over h2c -c8 -m16 → the proxy → nghttpd --echo-upload, h2c, on core 1;
@@ -63,7 +64,7 @@ def print_preamble(lab: Lab) -> None:
              version([s.nginx, "-v"]).split(": ")[-1]]
     peers += [" ".join(version([s.haproxy, "-v"]).split()[:3:2]) + " (nbthread 1)"] if s.rs256 else []
     peers += [" ".join(version([s.redis, "--version"]).split()[:3]) + f" (core 1, pid {lab.redis.proc.pid}, no "
-              "persistence)"] if s.lu else []
+              "persistence; a 3-master cluster too, pids " + " ".join(str(n.proc.pid) for n in lab.cluster) + ")"] if s.lu else []
     peers += [version(["h2load", "--version"])] if s.h2 or s.grpc else []
     if s.grpc:
         up = (f"grpcio {version([sys.executable, '-c', 'import grpc; print(grpc.__version__)'])}"
@@ -113,7 +114,7 @@ def bench(s: Settings, tmp: Path) -> None:
         print("\n".join(summary(table, s)))
         if table.any_errors():
             loud("SOME RUNS HAD ERRORS (see above): their figures are not comparable")
-            processes = [p.current for p in lab.proxies.values()] + [lab.upstream, lab.redis, lab.grpc_up, lab.ws_up]
+            processes = [p.current for p in lab.proxies.values()] + [lab.upstream, lab.redis, *lab.cluster, lab.grpc_up, lab.ws_up]
             for log in filter(None, map(log_of, processes)):
                 if log.is_file() and log.stat().st_size:
                     print(f"--- {log.relative_to(tmp)} (last 30 lines):\n{tail(log)}")

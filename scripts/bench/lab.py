@@ -11,6 +11,7 @@ import sqlite3
 import struct
 import subprocess
 import sys
+import time
 from contextlib import closing
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,11 +36,11 @@ class Lab:
         tls = apple_fakes.make_tls(tmp / "tls") if s.h2_tls else None   # a P-256 leaf of the e2e test CA
         self.tls = (tls.cert, tls.key) if tls else None
         self.ports, self.proxies, self.skips = iter(P.free_ports(32)), {}, {}   # skips: row -> why it is not run
-        self.seq, self.upstream, self.redis = itertools.count(1), None, None
+        self.seq, self.upstream, self.redis, self.cluster = itertools.count(1), None, None, []
         self.grpc_up = self.ws_up = None   # the gRPC rows' h2c upstream, the WebSocket rows' echo server (core 1)
 
     def close(self) -> None:
-        for process in [*self.proxies.values(), self.upstream, self.redis, self.grpc_up, self.ws_up]:
+        for process in [*self.proxies.values(), self.upstream, self.redis, *self.cluster, self.grpc_up, self.ws_up]:
             if process is not None:
                 process.kill()
 
@@ -55,6 +56,7 @@ class Lab:
                     "--tls-port", str(self.redis_tls_port), "--tls-cert-file", str(redis_pki.cert),
                     "--tls-key-file", str(redis_pki.key), "--tls-ca-cert-file", str(redis_pki.ca),
                     "--tls-auth-clients", "no"))
+            self.start_cluster()
         fb = {"fb": {"type": "app_check", "project_number": PROJECT_NUMBER, "project_id": "demo-project",
                      "jwks_file": str(self.tokens.dir / "jwks.json")}} if s.rs256 else {}
         self.add("nginx", lambda p, tag: self.nginx(p.name, [str(p.ports[0])], P.PROXY), gateway=False)
@@ -72,6 +74,8 @@ class Lab:
                      fresh=True)
             self.add("gw-lu-rediss", lambda p, tag: gw(p, verifiers=fb, state=self.fresh_redis(tag, tls=True),
                                                        limited_use=True), fresh=True)
+            self.add("gw-lu-redis-cluster", lambda p, tag: gw(p, verifiers=fb, state=self.fresh_cluster(tag),
+                                                              limited_use=True), fresh=True)
         if s.aa:
             self.add("gw-appattest-sqlite", self.aa_gateway, fresh=True)
         if s.play:
@@ -196,6 +200,28 @@ class Lab:
             state |= {"url": f"rediss://127.0.0.1:{self.redis_tls_port}/0", "ca_file": str(self.redis_ca)}
         return state
 
+    def start_cluster(self) -> None:
+        """Three cluster-enabled redis-servers on core 1 (each with its own bus port), joined with no replicas."""
+        with P.pinned(1):
+            for i in range(3):
+                self.cluster.append(H.RedisServer(self.tmp / f"redis-cluster-{i}", port=next(self.ports), binary=self.s.redis,
+                                                  extra_args=("--cluster-enabled", "yes", "--cluster-port", str(next(self.ports)))))
+        cli = str(Path(self.s.redis).with_name("redis-cli"))
+        subprocess.run([cli, "--cluster", "create", *[f"127.0.0.1:{n.port}" for n in self.cluster], "--cluster-replicas", "0",
+                        "--cluster-yes"], check=True, capture_output=True, timeout=60)
+        deadline = time.monotonic() + 20
+        while not all("cluster_state:ok" in n.command("CLUSTER", "INFO") for n in self.cluster):
+            if time.monotonic() > deadline:
+                raise RuntimeError("bench: the Redis Cluster did not reach cluster_state:ok")
+            time.sleep(0.05)
+
+    def fresh_cluster(self, tag: str) -> dict:
+        """A new key prefix on the emptied cluster (every master flushed), seeded with its first node."""
+        for n in self.cluster:
+            n.command("FLUSHALL", timeout=10)
+        return {"backend": "redis", "cluster": {"nodes": [f"127.0.0.1:{self.cluster[0].port}"]},
+                "key_prefix": f"bench-{tag}-{next(self.seq)}:"}
+
     def aa_gateway(self, proxy: Proxy, tag: str) -> H.Gateway:
         """On a new SQLite file, so no counter is known to it, with each device's key registered again (the sanity
         device for the sanity check, every wrk device before a measured run) by the proxy's own dev tools."""
@@ -223,7 +249,7 @@ class Lab:
                 ("valid distinct token", token(t.first_distinct), "200"),
                 ("bad signature", token(t.bad), "401"), ("no token", [], "401")]))
         if s.lu:
-            sections.append(("limited use", ["gw-lu-sqlite", "gw-lu-redis", "gw-lu-rediss"], [
+            sections.append(("limited use", ["gw-lu-sqlite", "gw-lu-redis", "gw-lu-rediss", "gw-lu-redis-cluster"], [
                 ("fresh token", token(t.lu_fresh), "200"),
                 ("same token again", token(t.lu_fresh), "401 token_replayed"),
                 ("token without jti", token(t.repeated), "401 missing_jti")]))   # repeated.jwt has no jti
@@ -297,7 +323,8 @@ class Lab:
             replay = "in a limited-use run: a REPLAY slipped in, or the store failed"
             rows += [Row("gw-lu-sqlite", p["gw-lu-sqlite"], *lu, tokens=True, refused=replay),
                      Row("gw-lu-redis", p["gw-lu-redis"], *lu, side=True, tokens=True, refused=replay),
-                     Row("gw-lu-rediss", p["gw-lu-rediss"], *lu, side=True, tokens=True, refused=replay)]
+                     Row("gw-lu-rediss", p["gw-lu-rediss"], *lu, side=True, tokens=True, refused=replay),
+                     Row("gw-lu-redis-cluster", p["gw-lu-redis-cluster"], *lu, side=True, tokens=True, refused=replay)]
         if s.aa:
             w, r, n = s.aa_per_warm, s.aa_per_run, s.aa_devices
             aa = [WrkLoad(n, threads=n, script=HERE / "appattest.lua", env=(   # thread k = device k, 1 connection
@@ -335,6 +362,10 @@ class Lab:
             twins += [row] + ([replace(row, name=row.name + "@base", proxy=base)] if base else [])
         return [replace(row, skip=self.skips.get(row.name, "")) for row in twins]
 
+    def side_pids(self, row: Row) -> int | list[int]:
+        """The Redis a row's store runs on: the cluster's three masters, or the one server."""
+        return [n.proc.pid for n in self.cluster] if row.name.startswith("gw-lu-redis-cluster") else self.redis.proc.pid
+
     def tokens_load(self, tokens: str, start: str) -> WrkLoad:
         """tokens.lua: the next token of a list in every request, from `start` (a fraction of the list) on."""
         return WrkLoad(self.s.conns, script=HERE / "tokens.lua", env=(
@@ -346,7 +377,7 @@ class Lab:
             return Run(errors=[f"baseline not running: {row.proxy.broken}"])
         label = f"{row.name} round {round_no}"
         run = measure(label, row.proxy, row.proxy.ports[row.port], row.warm, row.load, self.s,
-                      self.redis.proc.pid if row.side else None)
+                      self.side_pids(row) if row.side else None)
         if "rps" not in run.fig:
             return run
         if row.tokens and (wraps := run.fig["wraps"]):   # reported, not invalid: the cache could not hold them anyway
@@ -369,7 +400,7 @@ class Row:
     h2: str = ""                            # an HTTP/2 row: its h2load column
     ws: str = ""                            # a WebSocket row: its client column
     port: int = 0                           # which of the proxy's ports
-    side: bool = False                      # redis-server's CPU µs/req too
+    side: bool = False                      # redis-server's CPU µs/req too (a cluster: its three masters')
     tokens: bool = False                    # a token list: its wrap-arounds are noted
     refused: str = ""                       # what non-2xx answers mean here
     skip: str = ""                          # why it is not run

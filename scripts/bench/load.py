@@ -24,8 +24,12 @@ def to_us(text: str | None) -> float | None:
     return float(m.group(1)) * UNITS_US[m.group(2)] if m else None
 
 
-def cpu_ticks(pid: int | None) -> int | None:
-    """utime + stime in clock ticks: fields 14 and 15 of /proc/<pid>/stat, counted after the ')' of comm."""
+def cpu_ticks(pid: int | list[int] | None) -> int | None:
+    """utime + stime in clock ticks: fields 14 and 15 of /proc/<pid>/stat, counted after the ')' of comm; for a list
+    of pids, their sum (None if any is gone)."""
+    if isinstance(pid, list):
+        ticks = [cpu_ticks(p) for p in pid]
+        return None if not ticks or None in ticks else sum(ticks)
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
@@ -192,7 +196,7 @@ TOOLS = {WrkLoad: ("wrk", parse_wrk), H2Load: ("h2load", parse_h2load), WsLoad: 
 
 
 def measure(label: str, proxy: Proxy, port: int, warm: WrkLoad | H2Load | WsLoad, load: WrkLoad | H2Load | WsLoad,
-            s: Settings, side_pid: int | None = None) -> Run:
+            s: Settings, side_pid: int | list[int] | None = None) -> Run:
     """The warm-up, then the measured load between two readings of the proxy's (and side process's) CPU and of core
     1's; CPU µs per request over the requests the load generator completed (h2load: succeeded; the WebSocket
     client: messages echoed)."""

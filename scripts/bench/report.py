@@ -180,6 +180,14 @@ def summary(t: Table, s) -> list[str]:
             if None not in (tls_side, plain_side) and plain_side > 0:
                 line += "; redis-server %.2f vs %.2f (%.2fx)" % (tls_side, plain_side, tls_side / plain_side)
             lines += [line, *section(33, (RPS, "gw-lu-rediss", "gw-lu-redis"))]
+        cluster, cluster_side = t.median("gw-lu-redis-cluster", "cpu"), t.median("gw-lu-redis-cluster", "scpu")
+        if None not in (cluster, plain):
+            line = ("Redis Cluster (3 masters) vs one Redis: gateway CPU µs/req %.2f vs %.2f (%.2fx)"
+                    % (cluster, plain, cluster / plain))
+            if None not in (cluster_side, plain_side) and plain_side > 0:
+                line += "; redis-server (the 3 masters together) %.2f vs %.2f (%.2fx)" % (
+                    cluster_side, plain_side, cluster_side / plain_side)
+            lines += [line, *section(33, (RPS, "gw-lu-redis-cluster", "gw-lu-redis"))]
     if s.aa:
         lines += [f"-- App Attest assertions (binding: request; ECDSA P-256 verify + SQLite counter compare-and-set "
                   f"per request; wrk -c{s.aa_devices}, the others -c{s.conns})",
