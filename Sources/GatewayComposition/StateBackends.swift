@@ -120,6 +120,8 @@ enum StateBackends {
             Logger.info("state store connected", ["backend": "redis"])
         case .master(let address):
             Logger.info("state store master", ["backend": "redis", "address": address])
+        case .switchAnnounced(let address):
+            Logger.info("state store master switch announced", ["backend": "redis", "address": address])
         case .slotMap(let masters):
             Logger.info("state store cluster slots", ["backend": "redis", "masters": masters])
         }

@@ -155,6 +155,17 @@ final class RedisClient: RedisExecutor {
         }
     }
 
+    /// The sentinels announced `address` as the master (`+switch-master`): unless already connected there, the
+    /// connection goes (without a backoff), so the next call asks the sentinels again.
+    func masterSwitched(to address: RedisNode) {
+        locked.withLock { s in
+            guard s.masterAddress != address else { return }
+            s.connection = nil
+            s.machine.reset()
+            onEvent(.switchAnnounced(address.description))
+        }
+    }
+
     /// Records a failure; tells `onEvent` once per change of cause (not on every failed retry).
     private func note(_ error: StateStoreError, _ s: inout Locked) {
         let changed = s.lastFailure?.label != error.label

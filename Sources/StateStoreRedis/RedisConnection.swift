@@ -61,16 +61,27 @@ final class RedisConnection {
 
     /// Sends `command` and waits for its reply, giving up when `deadline` passes.
     func run(_ command: RedisCommand, deadline: RedisDeadline) throws(StateStoreError) -> RedisReply {
+        try send(command, deadline: deadline)
+        return try readReply(deadline: deadline, doing: command.name)
+    }
+
+    /// Sends `command` without waiting for a reply (a subscribed connection's `PING`: its answer comes in turn).
+    func send(_ command: RedisCommand, deadline: RedisDeadline) throws(StateStoreError) {
         var formatted: UnsafeMutablePointer<CChar>? = nil
         let length = command.withArgv { argc, argv, argvlen in redisFormatCommandArgv(&formatted, argc, argv, argvlen) }
         guard length > 0, let formatted else { throw StateStoreError(.unavailable, "redis \(command.name): out of memory") }
         defer { redisFreeCommand(formatted) }
         try transport.send(UnsafeRawBufferPointer(start: formatted, count: Int(length)), deadline: deadline, doing: command.name)
+    }
+
+    /// The next reply, waiting until `deadline`. A `.timeout` thrown with nothing sent since leaves the connection
+    /// usable (a subscriber's idle wait: a partial reply stays in the reader); any other error does not.
+    func readReply(deadline: RedisDeadline, doing what: String) throws(StateStoreError) -> RedisReply {
         var received = 0
         while true {
             var raw: UnsafeMutableRawPointer? = nil
             guard redisReaderGetReply(reader, &raw) == REDIS_OK else {
-                throw StateStoreError(.unavailable, "redis \(command.name): protocol error (\(String(cString: chiredis_reader_errstr(reader))))",
+                throw StateStoreError(.unavailable, "redis \(what): protocol error (\(String(cString: chiredis_reader_errstr(reader))))",
                                       cause: "protocol")
             }
             if let raw {
@@ -78,15 +89,15 @@ final class RedisConnection {
                 return RedisReply(copying: raw.assumingMemoryBound(to: redisReply.self)) ?? .error("unsupported reply type")
             }
             inbound.clear()
-            try transport.receive(into: inbound, deadline: deadline, doing: command.name)
+            try transport.receive(into: inbound, deadline: deadline, doing: what)
             // hiredis buffers a reply of any size: a hostile or broken server must not make the gateway allocate
             // without bound. The gateway's replies are small (the largest, an app's key ids, is kilobytes).
             received += inbound.readableBytes
             guard received <= Self.maxReplyBytes else {
-                throw StateStoreError(.unavailable, "redis \(command.name): reply larger than \(Self.maxReplyBytes) bytes", cause: "protocol")
+                throw StateStoreError(.unavailable, "redis \(what): reply larger than \(Self.maxReplyBytes) bytes", cause: "protocol")
             }
             let fed = inbound.readable.withMemoryRebound(to: CChar.self) { redisReaderFeed(reader, $0.baseAddress, $0.count) }
-            guard fed == REDIS_OK else { throw StateStoreError(.unavailable, "redis \(command.name): out of memory") }
+            guard fed == REDIS_OK else { throw StateStoreError(.unavailable, "redis \(what): out of memory") }
         }
     }
 

@@ -35,6 +35,12 @@ struct RedisReconnectStateMachine: Sendable, Equatable {
         }
     }
 
+    /// The connection is given up without a failure (the sentinels announced another master): connect at the next
+    /// call, with no backoff.
+    mutating func reset() {
+        state = .idle
+    }
+
     mutating func connectSucceeded() {
         state = .connected
     }

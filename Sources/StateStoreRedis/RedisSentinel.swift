@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import GatewayCore
+internal import GatewayPosix
 import StateStore
 
 /// Redis Sentinel (`state.sentinel`): which sentinels to ask, for which master, with which credentials.
@@ -134,5 +139,91 @@ struct RedisSentinelConnector {
             throw StateStoreError(.unavailable, "redis sentinel master \(settings.master): \(address) is not a master (\(said)); "
                                   + "a failover in progress, or a sentinel that is stale or watches another Redis", cause: "readonly")
         }
+    }
+}
+
+/// Listens to the sentinels' `+switch-master` announcements (`SUBSCRIBE +switch-master` on one sentinel at a time,
+/// the next after a failure) on a thread of its own, so a failover is followed when the sentinels announce it rather
+/// than at the first write the demoted master refuses or the first call on a connection it killed: the client
+/// drops its connection and the next call asks the sentinels again.
+///
+/// The thread holds the client weakly and ends within a second of the client's end. An idle subscription is checked
+/// with `PING` every 10 s (an answer within 5 s, else the next sentinel); reconnects back off from 100 ms to 5 s.
+final class RedisSentinelWatcher: @unchecked Sendable {
+    private let settings: RedisSentinelSettings
+    private let tls: RedisTLS?
+    private let timeoutMillis: Int
+    private weak var client: RedisClient?
+
+    static let idlePingMillis: UInt64 = 10_000
+    static let pongWithinMillis: UInt64 = 5_000
+
+    private init(settings: RedisSentinelSettings, tls: RedisTLS?, timeoutMillis: Int, client: RedisClient) {
+        self.settings = settings
+        self.tls = tls
+        self.timeoutMillis = timeoutMillis
+        self.client = client
+    }
+
+    /// Starts watching for `client` (detached: it stops by itself).
+    static func start(settings: RedisSentinelSettings, tls: RedisTLS?, timeoutMillis: Int, client: RedisClient) {
+        let watcher = RedisSentinelWatcher(settings: settings, tls: tls, timeoutMillis: timeoutMillis, client: client)
+        pthread_detach(Threads.start { watcher.run() })
+    }
+
+    private func run() {
+        var next = 0
+        var backoff = RedisReconnectStateMachine.initialBackoffMillis
+        while client != nil {
+            let node = settings.nodes[next % settings.nodes.count]
+            next += 1
+            if (try? watch(node)) == true { backoff = RedisReconnectStateMachine.initialBackoffMillis }
+            // Sleep the backoff in slices, so the thread ends soon after the client does.
+            var slept: UInt64 = 0
+            while slept < backoff, client != nil {
+                usleep(50_000)
+                slept += 50
+            }
+            backoff = min(backoff * 2, RedisReconnectStateMachine.maxBackoffMillis)
+        }
+    }
+
+    /// One subscription on `node`, until it fails or the client is gone; true when it was established.
+    private func watch(_ node: RedisNode) throws(StateStoreError) -> Bool {
+        let endpoint = RedisEndpoint(host: node.host, port: node.port, user: settings.username,
+                                     password: settings.password, database: 0, tls: tls != nil)
+        let setup = RedisDeadline(timeoutMillis: timeoutMillis)
+        let connection = try RedisConnection(endpoint: endpoint, tls: tls, deadline: setup)
+        let subscribed = try connection.run(RedisCommand("SUBSCRIBE", "+switch-master"), deadline: setup)
+        guard case .array(let parts) = subscribed, parts.first == .string(Array("subscribe".utf8)) else {
+            throw subscribed.unexpected("SUBSCRIBE +switch-master on sentinel \(node)")
+        }
+        var lastHeard = MonotonicClock.nowMillis()
+        var pingSentAt: UInt64? = nil
+        while client != nil {
+            let reply: RedisReply
+            do throws(StateStoreError) {
+                reply = try connection.readReply(deadline: RedisDeadline(timeoutMillis: 1_000), doing: "+switch-master")
+            } catch {
+                guard error.kind == .timeout else { throw error }
+                let now = MonotonicClock.nowMillis()
+                if let sent = pingSentAt {
+                    if now - sent > Self.pongWithinMillis { return true }
+                } else if now - lastHeard > Self.idlePingMillis {
+                    try connection.send(RedisCommand("PING"), deadline: RedisDeadline(timeoutMillis: timeoutMillis))
+                    pingSentAt = now
+                }
+                continue
+            }
+            lastHeard = MonotonicClock.nowMillis()
+            pingSentAt = nil
+            // ["message", "+switch-master", "<name> <old ip> <old port> <new ip> <new port>"]
+            guard case .array(let fields) = reply, fields.count == 3, fields[0] == .string(Array("message".utf8)),
+                  case .string(let payload) = fields[2] else { continue }
+            let words = String(decoding: payload, as: UTF8.self).split(separator: " ")
+            guard words.count == 5, words[0] == settings.master, let port = Int32(words[4]), (1...65535).contains(port) else { continue }
+            client?.masterSwitched(to: RedisNode(host: String(words[3]), port: port))
+        }
+        return true
     }
 }

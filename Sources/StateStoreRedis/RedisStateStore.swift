@@ -74,8 +74,10 @@ public final class RedisStateStore: AttestationStateStore {
             throw StateStoreError(.invalid, "state.sentinel needs a master name and at least one node")
         }
         let master = RedisEndpoint(host: "", port: 0, user: username, password: password, database: database, tls: tls != nil)
-        client = RedisClient(target: .sentinel(sentinel, master: master), tls: tls, timeoutMillis: timeoutMillis,
-                             waitReplicas: waitReplicas, onEvent: onEvent)
+        let client = RedisClient(target: .sentinel(sentinel, master: master), tls: tls, timeoutMillis: timeoutMillis,
+                                 waitReplicas: waitReplicas, onEvent: onEvent)
+        self.client = client
+        RedisSentinelWatcher.start(settings: sentinel, tls: tls, timeoutMillis: timeoutMillis, client: client)
         keys = RedisKeySpace(prefix: keyPrefix)
         self.onEvent = onEvent
     }
@@ -109,6 +111,9 @@ public final class RedisStateStore: AttestationStateStore {
         case connected
         /// Sentinel: the master is (now) at this address — at the first connect and after each failover.
         case master(String)
+        /// Sentinel: a sentinel announced this address as the master (`+switch-master`); the connection is dropped
+        /// and the next call asks the sentinels.
+        case switchAnnounced(String)
         /// Cluster: the slot map read (at the first call, and after each change: a resharding, a failover) — each
         /// master with its slot count.
         case slotMap(String)

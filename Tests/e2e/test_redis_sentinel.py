@@ -195,6 +195,29 @@ def test_the_gateway_follows_a_promotion_when_the_master_is_killed_under_load(en
     assert PASSWORD not in text and SENTINEL_PASSWORD not in text
 
 
+def test_an_announced_switch_moves_the_gateway_before_a_call_fails(env, start_gateway, start_upstream):
+    """SENTINEL FAILOVER with both servers up: the sentinel promotes the replica, turns the old master into its
+    replica and kills the old master's clients. The gateway heard +switch-master and dropped its connection, so its
+    first call after the failover goes to the new master (200) rather than failing on the killed connection."""
+    gw = start(start_gateway, start_upstream, env)
+    t = env.iss.token(limited_use=True)
+    assert status(gw, "/lu/first", t) == (200, None)
+    time.sleep(1.5)                      # the watcher subscribes (the first sentinel listed is down: then the next)
+    assert resp(env.sentinel.port, "SENTINEL", "FAILOVER", "mymaster", password=SENTINEL_PASSWORD) == "OK"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not (env.sentinel.master()[1] == str(env.replica.port)
+                                               and env.master.command("ROLE")[0] == "slave"
+                                               and log_records(gw.stderr_path, "state store master switch announced")):
+        time.sleep(0.1)
+    announced = log_records(gw.stderr_path, "state store master switch announced")
+    assert [r["address"] for r in announced] == [f"127.0.0.1:{env.replica.port}"], gw.stderr_path.read_text()[-2000:]
+    assert env.master.command("ROLE")[0] == "slave"
+    assert status(gw, "/lu/after", env.iss.token(limited_use=True)) == (200, None)
+    assert status(gw, "/lu/first", t) == (401, "token_replayed")
+    assert masters(gw) == [f"127.0.0.1:{env.master.port}", f"127.0.0.1:{env.replica.port}"]
+    assert not log_records(gw.stderr_path, "state store unavailable"), gw.stderr_path.read_text()[-2000:]
+
+
 @pytest.mark.parametrize("kind", ["frozen", "stale"])
 def test_a_frozen_or_stale_first_sentinel_does_not_keep_the_gateway_from_the_master(env, start_gateway, start_upstream, factory, kind):
     """Listed first: a sentinel that never answers costs only its share of state.timeout; one that names the replica
