@@ -129,8 +129,8 @@ public final class AppAttestRouteVerifier: CredentialVerifier {
             }
             // The compare-and-set also fails for a key no longer in the store (cached here before it was removed).
             return .done(.rejected(try store.key(id: key.keyID) == nil ? .unknownKeyID : .counterNotIncreasing))
-        }, failed: { [allowWhenUnavailable] _ in
-            .done(allowWhenUnavailable ? .passedUnchecked(passed, .stateUnavailable) : .rejected(.stateUnavailable))
+        }, failed: { [allowWhenUnavailable] error in
+            .done(allowWhenUnavailable && error.failsOpen ? .passedUnchecked(passed, .stateUnavailable) : .rejected(.stateUnavailable))
         }))
     }
 }

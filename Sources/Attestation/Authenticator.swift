@@ -131,7 +131,8 @@ public final class Authenticator: Sendable {
     }
 
     /// The decision once the store answered each consume: the request goes on only if every credential was unseen.
-    /// A store failure fails closed unless `allowWhenUnavailable` (`state.on_unavailable: allow`).
+    /// A store failure fails closed unless `allowWhenUnavailable` (`state.on_unavailable: allow`) and the failure is
+    /// one that may fail open (`StateStoreError.failsOpen`).
     public func consumed(_ results: [Result<Bool, StateStoreError>], verifiers owners: [Int], decision: VerificationDecision,
                          allowWhenUnavailable: Bool) -> VerificationDecision {
         var outcome = decision
@@ -139,8 +140,8 @@ public final class Authenticator: Sendable {
             switch result {
             case .success(true): continue
             case .success(false): outcome = .failed(verifier: owners[k], status: .tokenReplayed)
-            case .failure:
-                if allowWhenUnavailable, case .verified(let i, let token) = outcome {
+            case .failure(let error):
+                if allowWhenUnavailable, error.failsOpen, case .verified(let i, let token) = outcome {
                     outcome = .verifiedUnchecked(verifier: i, token: token, reason: .stateUnavailable)
                     continue
                 }

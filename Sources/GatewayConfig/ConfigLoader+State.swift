@@ -127,7 +127,7 @@ extension ConfigLoader {
                 map.report("database does not apply with cluster (a Redis Cluster has one database)", key: "database")
             }
         }
-        for key in ["tls", "database"] where map.contains(key) && !map.contains("sentinel") && !(key == "tls" && map.contains("cluster")) {
+        for key in ["tls", "database"] where map.contains(key) && !map.contains("sentinel") && !map.contains("cluster") {
             map.report("\(key) applies with sentinel\(key == "tls" ? " or cluster" : "") (with url, \(key == "tls" ? "the rediss:// scheme" : "its /db path") says it)", key: key)
         }
         if let value = map.bool("tls") { state.tls = value }
@@ -136,6 +136,9 @@ extension ConfigLoader {
             state.keyPrefix = value
             if map.contains("cluster"), value.contains("{") || value.contains("}") {
                 map.report("with cluster, the prefix may not hold { or }: the key layout's hash tags decide each key's slot", key: "key_prefix")
+            } else if map.contains("cluster"), value.isEmpty {
+                map.report("with cluster, the prefix may not be empty: the key layout check would take other data in the cluster for the gateway's",
+                           key: "key_prefix")
             }
         }
         if let value = map.duration("timeout") { state.timeoutMillis = value }

@@ -15,6 +15,11 @@ public struct StateStoreError: Error, Sendable, Equatable, CustomStringConvertib
 
     /// The metric label: the cause when known, else the kind.
     public var label: String { cause ?? kind.rawValue }
+
+    /// Whether `state.on_unavailable: allow` may let a request through on this failure: the backend unreachable,
+    /// slow or misbehaving — not a store the gateway refuses to read (cause `layout`: keys of another layout under
+    /// the prefix), which would turn replay protection off for as long as the configuration stays wrong.
+    public var failsOpen: Bool { kind != .invalid && cause != "layout" }
 }
 
 /// An App Attest key as registered: stored forever (or until revoked), its counter only ever increases.

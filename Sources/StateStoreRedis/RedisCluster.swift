@@ -176,33 +176,38 @@ final class RedisClusterClient: RedisExecutor {
     }
 
     /// Walks every master's keys matching `pattern` (`SCAN … MATCH … COUNT 1000`, each step within `state.timeout`,
-    /// the whole walk within `budgetMillis`) and returns the first for which `match` holds.
+    /// under the lock for that step only, so other calls go on between steps; the whole walk within `budgetMillis`,
+    /// else a `.timeout` with cause `scan_budget`) and returns the first for which `match` holds.
     func firstKey(matching pattern: String, budgetMillis: Int, where match: (String) -> Bool) throws(StateStoreError) -> String? {
         let budget = RedisDeadline(timeoutMillis: budgetMillis)
-        return try locked.withLock { (s) throws(StateStoreError) -> String? in
+        let masters = try locked.withLock { (s) throws(StateStoreError) -> [RedisNode] in
             try ensureMap(&s, RedisDeadline(timeoutMillis: timeoutMillis))
-            for master in s.map?.masters ?? [] {
-                var cursor = "0"
-                repeat {
-                    _ = try budget.remainingMillis(doing: "SCAN of cluster node \(master)")
-                    let step = RedisDeadline(timeoutMillis: timeoutMillis)
-                    let connection = try connection(to: master, &s, step)
-                    var scan = RedisCommand("SCAN", cursor, "MATCH", pattern)
-                    scan.append("COUNT")
-                    scan.append("1000")
-                    let reply: RedisReply
-                    do throws(StateStoreError) { reply = try connection.run(scan, deadline: step) } catch { drop(master, &s); throw error }
-                    guard case .array(let parts) = reply, parts.count == 2, case .string(let next) = parts[0],
-                          case .array(let keys) = parts[1] else { throw reply.unexpected("SCAN on cluster node \(master)") }
-                    for case .string(let key) in keys {
-                        let name = String(decoding: key, as: UTF8.self)
-                        if match(name) { return name }
-                    }
-                    cursor = String(decoding: next, as: UTF8.self)
-                } while cursor != "0"
-            }
-            return nil
+            return s.map?.masters ?? []
         }
+        for master in masters {
+            var cursor = "0"
+            repeat {
+                guard (try? budget.remainingMillis(doing: "SCAN")) != nil else {
+                    throw StateStoreError(.timeout, "redis cluster: SCAN of \(master) beyond \(budgetMillis) ms", cause: "scan_budget")
+                }
+                let step = RedisDeadline(timeoutMillis: timeoutMillis)
+                var scan = RedisCommand("SCAN", cursor, "MATCH", pattern)
+                scan.append("COUNT")
+                scan.append("1000")
+                let reply = try locked.withLock { (s) throws(StateStoreError) -> RedisReply in
+                    let connection = try connection(to: master, &s, step)
+                    do throws(StateStoreError) { return try connection.run(scan, deadline: step) } catch { drop(master, &s); throw error }
+                }
+                guard case .array(let parts) = reply, parts.count == 2, case .string(let next) = parts[0],
+                      case .array(let keys) = parts[1] else { throw reply.unexpected("SCAN on cluster node \(master)") }
+                for case .string(let key) in keys {
+                    let name = String(decoding: key, as: UTF8.self)
+                    if match(name) { return name }
+                }
+                cursor = String(decoding: next, as: UTF8.self)
+            } while cursor != "0"
+        }
+        return nil
     }
 
     // MARK: - Routing
@@ -254,12 +259,12 @@ final class RedisClusterClient: RedisExecutor {
             guard case .error(let message) = reply else { return reply }
             switch RedisReply.errorCode(message) {
             case "moved":
-                guard let (movedSlot, target) = Self.redirect(message) else { throw reply.unexpected("\(what) on cluster node \(node)") }
+                guard let (movedSlot, target) = Self.redirect(message, from: node) else { throw reply.unexpected("\(what) on cluster node \(node)") }
                 s.map?.assign(movedSlot...movedSlot, to: target)
                 s.refreshWanted = true
                 askNode = nil
             case "ask":
-                guard let (_, target) = Self.redirect(message) else { throw reply.unexpected("\(what) on cluster node \(node)") }
+                guard let (_, target) = Self.redirect(message, from: node) else { throw reply.unexpected("\(what) on cluster node \(node)") }
                 askNode = target
             case "readonly", "loading", "masterdown", "clusterdown":
                 // A demoted master, a node still loading, a cluster that lost a master: read the map again and
@@ -281,16 +286,16 @@ final class RedisClusterClient: RedisExecutor {
                               cause: "redirects")
     }
 
-    /// `MOVED 3999 127.0.0.1:6381` / `ASK …`: the slot and the node; nil when malformed.
-    static func redirect(_ message: String) -> (Int, RedisNode)? {
+    /// `MOVED 3999 127.0.0.1:6381` / `ASK …`: the slot and the node; nil when malformed. An empty host
+    /// (`MOVED 3999 :6381`, a cluster announcing `unknown-endpoint`) is the host of `from`, the node that answered.
+    static func redirect(_ message: String, from: RedisNode) -> (Int, RedisNode)? {
         let words = message.split(separator: " ")
         guard words.count == 3, let slot = Int(words[1]), (0..<RedisClusterSlot.count).contains(slot),
               let colon = words[2].lastIndex(of: ":"), let port = Int32(words[2][words[2].index(after: colon)...]),
               (1...65535).contains(port) else { return nil }
         var host = words[2][..<colon]
         if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
-        guard !host.isEmpty else { return nil }
-        return (slot, RedisNode(host: String(host), port: port))
+        return (slot, RedisNode(host: host.isEmpty ? from.host : String(host), port: port))
     }
 
     private static func asking(_ connection: RedisConnection, _ deadline: RedisDeadline, _ node: RedisNode) throws(StateStoreError) {

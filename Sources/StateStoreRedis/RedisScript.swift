@@ -9,7 +9,7 @@ struct RedisScript: Sendable {
     let name: String
     let source: String
 
-    static let all: [RedisScript] = [consume, registerKey, advanceCounter, keysForApp, putReceipt, takeToken, registerKeyRecord]
+    static let all: [RedisScript] = [consume, registerKey, advanceCounter, keysForApp, putReceipt, takeToken, registerKeyRecord, listKeyID]
 
     /// Records a one-time value (`consumeOnce` and `issue`; they differ only in the key's kind).
     /// KEYS[1] = the one-time value's key; ARGV = expiresAt, now (caller's unix seconds), lifetime in ms (≥ 1).
@@ -36,6 +36,14 @@ struct RedisScript: Sendable {
     static let registerKeyRecord = RedisScript(id: 6, name: "registerKeyRecord", source: """
         if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
         redis.call('HSET', KEYS[1], unpack(ARGV))
+        return 1
+        """)
+
+    /// Layout 2 (Cluster): KEYS[1] = the app's key list, KEYS[2] = the same ids as a set (one hash tag: one slot);
+    /// ARGV[1] = the key id. Appends it to the list only the first time (1), else 0.
+    static let listKeyID = RedisScript(id: 7, name: "listKeyID", source: """
+        if redis.call('SADD', KEYS[2], ARGV[1]) == 0 then return 0 end
+        redis.call('RPUSH', KEYS[1], ARGV[1])
         return 1
         """)
 

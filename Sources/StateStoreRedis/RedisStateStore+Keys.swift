@@ -74,11 +74,18 @@ extension RedisStateStore {
     }
 
     /// Layout 2 (Cluster): a key's record and its app's list live in different slots, so no one script can write
-    /// both. The list comes first (`RPUSH`), then the record (`RedisScript.registerKeyRecord`, which alone decides
-    /// whether the key id is new): a failure between the two leaves an id in the list with no record, which
-    /// `keysInCluster` passes over — never a registered key missing from its app's list.
+    /// both. The list comes first (`RedisScript.listKeyID`: appended once, however often a registration is retried),
+    /// then the record (`RedisScript.registerKeyRecord`, which alone decides whether the key id is new): a failure
+    /// between the two leaves an id in the list with no record, which `keysInCluster` passes over — never a
+    /// registered key missing from its app's list.
     private func registerKeyInCluster(_ record: AttestedKeyRecord, keyHash: String, appList: String) throws(StateStoreError) -> Bool {
-        _ = try client.run(RedisCommand("RPUSH", appList, record.keyID), write: true).integer(for: "registerKey RPUSH")
+        let appSet = keys.appSet(record.appID)
+        _ = try client.eval(RedisScript.listKeyID) { c in
+            c.append("2")
+            c.append(appList)
+            c.append(appSet)
+            c.append(record.keyID)
+        }.integer(for: "registerKey list")
         let reply = try client.eval(RedisScript.registerKeyRecord) { c in
             c.append("1")
             c.append(keyHash)

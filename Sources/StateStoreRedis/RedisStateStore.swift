@@ -27,6 +27,8 @@ public final class RedisStateStore: AttestationStateStore {
     let layoutState = AnnotatedMutex(LayoutState())
     /// Told of each change of state, once (the client's, and a layout refusal).
     let onEvent: @Sendable (Event) -> Void
+    /// `state.timeout`: also bounds waiting for another caller's layout check.
+    let timeoutMillis: Int
 
     /// - Parameters:
     ///   - url: `redis[s]://[user:password@]host:port[/db]` (`state.url`; `rediss://`: TLS).
@@ -58,6 +60,7 @@ public final class RedisStateStore: AttestationStateStore {
                              waitReplicas: waitReplicas, onEvent: onEvent)
         keys = RedisKeySpace(prefix: keyPrefix)
         self.onEvent = onEvent
+        self.timeoutMillis = timeoutMillis
     }
 
     /// A store on the master a set of sentinels names (`state.sentinel`), found at the first call and again after
@@ -80,6 +83,7 @@ public final class RedisStateStore: AttestationStateStore {
         RedisSentinelWatcher.start(settings: sentinel, tls: tls, timeoutMillis: timeoutMillis, client: client)
         keys = RedisKeySpace(prefix: keyPrefix)
         self.onEvent = onEvent
+        self.timeoutMillis = timeoutMillis
     }
 
     /// A store on a Redis Cluster (`state.cluster`): the slot map is read from `cluster.nodes` (then from the
@@ -92,15 +96,16 @@ public final class RedisStateStore: AttestationStateStore {
                 onEvent: @escaping @Sendable (Event) -> Void = { _ in }) throws(StateStoreError) {
         guard timeoutMillis > 0 else { throw StateStoreError(.invalid, "state.timeout must be positive") }
         guard !cluster.nodes.isEmpty else { throw StateStoreError(.invalid, "state.cluster needs at least one node") }
-        guard !keyPrefix.contains("{"), !keyPrefix.contains("}") else {
-            throw StateStoreError(.invalid, "state.key_prefix: with cluster, the prefix may not hold { or } (the key layout's "
-                                  + "hash tags decide each key's slot)")
+        guard !keyPrefix.isEmpty, !keyPrefix.contains("{"), !keyPrefix.contains("}") else {
+            throw StateStoreError(.invalid, "state.key_prefix: with cluster, the prefix may not be empty or hold { or } (the key "
+                                  + "layout's hash tags decide each key's slot)")
         }
         let template = RedisEndpoint(host: "", port: 0, user: username, password: password, database: 0, tls: tls != nil)
         client = RedisClusterClient(settings: cluster, template: template, tls: tls, timeoutMillis: timeoutMillis,
                                     waitReplicas: waitReplicas, onEvent: onEvent)
         keys = RedisKeySpace(prefix: keyPrefix, layout: 2)
         self.onEvent = onEvent
+        self.timeoutMillis = timeoutMillis
     }
 
     /// A change of the connection's state.
@@ -199,7 +204,7 @@ public final class RedisStateStore: AttestationStateStore {
 ///   store's documentation lists them.
 /// - Layout 2 (`state.cluster`): the same kinds, each id in a hash tag — `<prefix>jti:{<namespace>:<key>}`,
 ///   `<prefix>key:{<key id>}`, `<prefix>receipt:{<key id>}` (a key's record and its receipt share a slot),
-///   `<prefix>app:{<app id>}`, `<prefix>ratelimit:{<limit>:<key>}` — with `%`, `{` and `}` percent-encoded inside
+///   `<prefix>app:{<app id>}` (with `<prefix>appset:{<app id>}`, the same ids as a set), `<prefix>ratelimit:{<limit>:<key>}` — with `%`, `{` and `}` percent-encoded inside
 ///   the tag, so the tag is exactly the id and Redis Cluster hashes nothing else.
 ///
 /// `<prefix>layout` holds the layout's number; a store refuses keys of the other layout (`RedisStateStore.checkLayout`).
@@ -243,6 +248,8 @@ struct RedisKeySpace: Sendable {
     func attestedKey(_ keyID: String) -> String { tagged("key:", keyID) }
     var attestedKeyPrefix: String { prefix + "key:" }
     func app(_ appID: String) -> String { tagged("app:", appID) }
+    /// Layout 2: the set of the app's key ids beside its list (same hash tag, same slot), so an id is listed once.
+    func appSet(_ appID: String) -> String { tagged("appset:", appID) }
     func receipt(_ keyID: String) -> String { tagged("receipt:", keyID) }
 
     private func tagged(_ kind: String, _ id: String) -> String {
@@ -250,7 +257,7 @@ struct RedisKeySpace: Sendable {
     }
 
     /// The kinds of key a store writes (after the prefix).
-    static let kinds = ["jti:", "issued:", "key:", "app:", "receipt:", "ratelimit:"]
+    static let kinds = ["jti:", "issued:", "key:", "app:", "appset:", "receipt:", "ratelimit:"]
 
     /// Whether `name` (a key under the prefix) is one of layout 2's: its kind followed by a hash tag.
     func isLayout2(_ name: String) -> Bool {

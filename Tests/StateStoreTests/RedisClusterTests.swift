@@ -1,4 +1,5 @@
 import Foundation
+import GatewayCore
 import StateStore
 @testable import StateStoreRedis
 import Testing
@@ -47,10 +48,13 @@ import Testing
     }
 
     @Test func redirectsAreParsedOrRefused() {
-        #expect(RedisClusterClient.redirect("MOVED 3999 127.0.0.1:6381").map { "\($0.0) \($0.1)" } == "3999 127.0.0.1:6381")
-        #expect(RedisClusterClient.redirect("ASK 1 [::1]:7000").map { "\($0.0) \($0.1)" } == "1 [::1]:7000")
-        for bad in ["MOVED 16384 127.0.0.1:6381", "MOVED x 127.0.0.1:1", "MOVED 1 127.0.0.1", "MOVED 1 :6379", "MOVED 1 h:0", "MOVED 1"] {
-            #expect(RedisClusterClient.redirect(bad) == nil, "\(bad)")
+        let from = RedisNode(host: "10.0.0.7", port: 7000)
+        #expect(RedisClusterClient.redirect("MOVED 3999 127.0.0.1:6381", from: from).map { "\($0.0) \($0.1)" } == "3999 127.0.0.1:6381")
+        #expect(RedisClusterClient.redirect("ASK 1 [::1]:7000", from: from).map { "\($0.0) \($0.1)" } == "1 [::1]:7000")
+        // An empty host (a cluster announcing unknown-endpoint): the node that answered.
+        #expect(RedisClusterClient.redirect("MOVED 1 :6379", from: from).map { "\($0.0) \($0.1)" } == "1 10.0.0.7:6379")
+        for bad in ["MOVED 16384 127.0.0.1:6381", "MOVED x 127.0.0.1:1", "MOVED 1 127.0.0.1", "MOVED 1 h:0", "MOVED 1"] {
+            #expect(RedisClusterClient.redirect(bad, from: from) == nil, "\(bad)")
         }
     }
 
@@ -118,9 +122,11 @@ import Testing
         #expect { try marked.ping() } throws: { ($0 as? StateStoreError)?.cause == "layout" }
     }
 
-    @Test func bracesInThePrefixAreRefused() {
-        #expect(throws: StateStoreError.self) {
-            try RedisStateStore(cluster: RedisClusterSettings(nodes: [RedisNode(host: "127.0.0.1", port: 1)]), keyPrefix: "{ag}:", timeoutMillis: 100)
+    @Test func bracesInThePrefixOrNoPrefixAreRefused() {
+        for prefix in ["{ag}:", "a}", ""] {
+            #expect(throws: StateStoreError.self) {
+                try RedisStateStore(cluster: RedisClusterSettings(nodes: [RedisNode(host: "127.0.0.1", port: 1)]), keyPrefix: prefix, timeoutMillis: 100)
+            }
         }
     }
 
@@ -146,5 +152,119 @@ import Testing
         let other = try RedisStateStore(url: server.url, keyPrefix: "b:", timeoutMillis: 1_000)
         #expect { try other.ping() } throws: { ($0 as? StateStoreError)?.cause == "layout" }
         #expect { _ = try other.key(id: "x") } throws: { ($0 as? StateStoreError)?.cause == "layout" }
+    }
+}
+
+/// The layout check's cost and locking, ASK with scripts, retried registrations — on real clusters.
+@Suite struct RedisClusterBehaviourTests {
+    static func stat(_ cluster: RedisClusterFixture, _ section: String, _ field: String, server: Int? = nil) throws -> Int {
+        var total = 0
+        for (i, s) in cluster.servers.enumerated() where server == nil || server == i {
+            let info = try RedisClusterFixture.redisCLI(["-p", "\(s.port)", "INFO", section])
+            for line in info.split(whereSeparator: \.isNewline) where line.hasPrefix(field + ":") {
+                // cmdstat_scan:calls=3,...  /  errorstat_MOVED:count=1
+                let value = line.split(separator: ":", maxSplits: 1)[1].split(separator: ",")[0].split(separator: "=")[1]
+                total += Int(value) ?? 0
+            }
+        }
+        return total
+    }
+
+    /// A refused store walks the keyspace once, not at every call (later calls read the marker at most every 5 s).
+    @Test func aRefusedLayoutIsNotScannedAgainAtEveryCall() throws {
+        let cluster = try RedisClusterFixture()
+        defer { cluster.stop() }
+        let port = cluster.servers[0].port
+        try RedisClusterFixture.redisCLI(["-c", "-p", "\(port)", "SET", "old:key:abc", "x"])
+        for s in cluster.servers { _ = try s.command("CONFIG RESETSTAT") }
+        let store = try RedisStateStore(cluster: RedisClusterSettings(nodes: [RedisNode(host: "127.0.0.1", port: Int32(port))]),
+                                        keyPrefix: "old:", timeoutMillis: 2_000)
+        for _ in 0..<10 { _ = try? store.ping() }
+        let scans = try Self.stat(cluster, "commandstats", "cmdstat_scan")
+        #expect(scans <= 3, "\(scans) SCAN calls after 10 pings of a refused store")
+    }
+
+    /// A script sent through ASK (the slot migrating, the key not on the source) runs on the importing node with
+    /// ASKING, not MOVED back, and stays once-only.
+    @Test func aScriptThroughAskRunsOnTheImportingNode() throws {
+        let cluster = try RedisClusterFixture()
+        defer { cluster.stop() }
+        let keys = RedisKeySpace(prefix: "ask:", layout: 2)
+        let name = keys.oneTimeValue(namespace: "1", key: "j")
+        let slot = RedisClusterSlot.of(name)
+        var src = -1
+        for (i, s) in cluster.servers.enumerated() {
+            let r = try RedisClusterFixture.redisCLI(["-p", "\(s.port)", "GET", name])
+            if !r.contains("MOVED") { src = i }
+        }
+        try #require(src >= 0)
+        let dst = (src + 1) % cluster.servers.count
+        let srcID = try cluster.servers[src].command("CLUSTER MYID")
+        let dstID = try cluster.servers[dst].command("CLUSTER MYID")
+        _ = try cluster.servers[dst].command("CLUSTER SETSLOT \(slot) IMPORTING \(srcID)")
+        _ = try cluster.servers[src].command("CLUSTER SETSLOT \(slot) MIGRATING \(dstID)")
+        // The marker first, through another store, so that only the script goes through the ASK.
+        let settings = RedisClusterSettings(nodes: [RedisNode(host: "127.0.0.1", port: Int32(cluster.servers[0].port))])
+        try RedisStateStore(cluster: settings, keyPrefix: "ask:", timeoutMillis: 2_000).ping()
+        for s in cluster.servers { _ = try s.command("CONFIG RESETSTAT") }
+        let store = try RedisStateStore(cluster: settings, keyPrefix: "ask:", timeoutMillis: 2_000)
+        try store.ping()
+        #expect(try store.consumeOnce(namespace: "1", key: "j", expiresAt: 2_000_000_000, now: 1))
+        #expect(try !store.consumeOnce(namespace: "1", key: "j", expiresAt: 2_000_000_000, now: 1))
+        let movedOnDst = try Self.stat(cluster, "errorstats", "errorstat_MOVED", server: dst)
+        let askOnSrc = try Self.stat(cluster, "errorstats", "errorstat_ASK", server: src)
+        #expect(movedOnDst == 0 && askOnSrc >= 1, "importing node MOVED \(movedOnDst), source ASK \(askOnSrc)")
+    }
+
+    /// While the first layout check walks a large keyspace, a concurrent call waits for it at most state.timeout
+    /// (250 ms here), then fails with cause layout — it does not wait out the walk.
+    @Test func callsDuringTheLayoutWalkDoNotWaitPastTheTimeout() throws {
+        let cluster = try RedisClusterFixture()
+        defer { cluster.stop() }
+        let port = cluster.servers[0].port
+        // ~1.2M keys under another prefix, spread over the masters (each batch in one tag's slot).
+        for t in 0..<12 {
+            try RedisClusterFixture.redisCLI(["-c", "-p", "\(port)", "EVAL",
+                "for i=1,tonumber(ARGV[1]) do redis.call('SET', KEYS[1]..i, '') end return 1", "1", "other:{t\(t)}:", "100000"])
+        }
+        let store = try RedisStateStore(cluster: RedisClusterSettings(nodes: [RedisNode(host: "127.0.0.1", port: Int32(port))]),
+                                        keyPrefix: "big:", timeoutMillis: 250)
+        let group = DispatchGroup()
+        let started = Date()
+        DispatchQueue.global().async(group: group) { _ = try? store.ping() }
+        // The ping's check has started (it walks the keys now).
+        let until = Date().addingTimeInterval(5)
+        while Date() < until, store.layoutState.withLock({ $0.phase != .checking }) { usleep(1_000) }
+        let t0 = Date()
+        var cause: String? = nil
+        do { _ = try store.consumeOnce(namespace: "1", key: "j", expiresAt: 2_000_000_000, now: 1) } catch { cause = error.cause }
+        let waited = Date().timeIntervalSince(t0)
+        group.wait()
+        let walk = Date().timeIntervalSince(started)
+        #expect(waited < 0.35, "a call during the walk (\(walk) s) waited \(waited) s")
+        #expect(walk > 0.3, "the walk (\(walk) s) was too short to tell")
+        #expect(cause == "layout")
+        // After the walk the store serves.
+        #expect(try store.consumeOnce(namespace: "1", key: "j", expiresAt: 2_000_000_000, now: 1))
+    }
+
+    /// Retried registrations list the key id once; a registration naming another app is refused and not listed there.
+    @Test func retriedRegistrationsListTheKeyOnce() throws {
+        let cluster = try RedisClusterFixture()
+        defer { cluster.stop() }
+        let port = cluster.servers[0].port
+        let store = try RedisStateStore(cluster: RedisClusterSettings(nodes: [RedisNode(host: "127.0.0.1", port: Int32(port))]),
+                                        keyPrefix: "dup:", timeoutMillis: 2_000)
+        let record = AttestedKeyRecord(keyID: "k1", appID: "T.app", publicKey: [4, 1, 2], counter: 0,
+                                       environment: "production", createdAt: 100)
+        #expect(try store.registerKey(record))
+        for _ in 0..<5 { #expect(try !store.registerKey(record)) }
+        let other = AttestedKeyRecord(keyID: "k1", appID: "Other.app", publicKey: [4, 1, 2], counter: 0,
+                                      environment: "production", createdAt: 100)
+        #expect(try !store.registerKey(other))
+        let len = try RedisClusterFixture.redisCLI(["-c", "-p", "\(port)", "LLEN", RedisKeySpace(prefix: "dup:", layout: 2).app("T.app")])
+        #expect(try store.keys(appID: "T.app").count == 1)
+        #expect(try store.keys(appID: "Other.app").isEmpty)
+        #expect(len.trimmingCharacters(in: .whitespacesAndNewlines) == "1")
     }
 }

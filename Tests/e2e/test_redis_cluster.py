@@ -86,10 +86,10 @@ def cluster(factory, tmp_path):
     return c
 
 
-def start(start_gateway, start_upstream, iss, cluster: Cluster, seed: int, prefix: str = "cl:", wait: bool = True):
+def start(start_gateway, start_upstream, iss, cluster: Cluster, seed: int, prefix: str = "cl:", wait: bool = True, **state):
     return start_state_gateway(start_gateway, start_upstream, iss, {
         "backend": "redis", "key_prefix": prefix, "timeout": "1s",
-        "cluster": {"nodes": [f"127.0.0.1:{cluster.nodes[seed].port}"]}}, wait=wait)
+        "cluster": {"nodes": [f"127.0.0.1:{cluster.nodes[seed].port}"]}, **state}, wait=wait)
 
 
 def jti_key(token: str, prefix: str = "cl:") -> str:
@@ -228,10 +228,13 @@ def test_a_resharding_under_load_loses_no_token_and_accepts_none_twice(factory, 
     assert len(maps) >= 3, maps      # each gateway's first map, and at least one after the move
 
 
-def test_keys_of_layout_one_are_refused_and_readyz_says_why(factory, cluster, start_gateway, start_upstream):
+@pytest.mark.parametrize("on_unavailable", ["reject", "allow"])
+def test_keys_of_layout_one_are_refused_and_readyz_says_why(factory, cluster, start_gateway, start_upstream, on_unavailable):
+    """Refused, not misread — also with on_unavailable: allow, which lets requests through only while the store is
+    unreachable, never while it holds keys the gateway would misread (503, the upstream never reached)."""
     iss = factory.dev_issuer()
     cluster.c("SET", "old:jti:123456789012:abc", "2000000000")      # as a single Redis's gateway wrote it
-    gw = start(start_gateway, start_upstream, iss, cluster, seed=0, prefix="old:", wait=False)
+    gw = start(start_gateway, start_upstream, iss, cluster, seed=0, prefix="old:", wait=False, on_unavailable=on_unavailable)
     assert wait_failure(gw, iss)["cause"] == "layout"
     code, doc = readyz(gw)
     assert code == 503 and doc["waiting_for"] == ["state"] and doc["state_error"]["cause"] == "layout", doc
@@ -263,7 +266,9 @@ def test_check_config_on_cluster_settings(gateway_bin, tmp_path):
     code, out = check({**good, "sentinel": {"master": "m", "nodes": ["127.0.0.1:26379"]}})
     assert code != 0 and "sentinel and cluster" in out, out
     code, out = check({**good, "database": 1})
-    assert code != 0 and "one database" in out, out
+    assert code != 0 and "one database" in out and "applies with sentinel" not in out, out
+    code, out = check({**good, "key_prefix": ""})
+    assert code != 0 and "may not be empty" in out, out
     code, out = check({**good, "key_prefix": "{ag}:"})
     assert code != 0 and "state.key_prefix" in out and "{ or }" in out, out
     code, out = check({**good, "tls_server_name": "redis.internal"})
