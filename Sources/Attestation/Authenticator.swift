@@ -145,7 +145,7 @@ public final class Authenticator: Sendable {
                     outcome = .verifiedUnchecked(verifier: i, token: token, reason: .stateUnavailable)
                     continue
                 }
-                if case .verifiedUnchecked = outcome { continue }
+                if error.failsOpen, case .verifiedUnchecked = outcome { continue }
                 outcome = .failed(verifier: owners[k], status: .stateUnavailable)
             }
             if case .failed = outcome { break }

@@ -18,6 +18,10 @@ final class RedisClient: RedisExecutor {
         /// Sentinel: the sentinel that answered last (asked first next time) and the master it named.
         var preferredSentinel = 0
         var masterAddress: RedisNode?
+        /// Sentinel: the master a `+switch-master` announced, until `announcedUntilMillis`: connected to directly (if
+        /// it passes the master check) rather than through a sentinel that may not have seen the switch yet.
+        var announced: RedisNode?
+        var announcedUntilMillis: UInt64 = 0
     }
 
     /// One endpoint, or the master the sentinels name.
@@ -144,7 +148,15 @@ final class RedisClient: RedisExecutor {
             return try RedisConnection(endpoint: endpoint, tls: tls, deadline: deadline)
         case .sentinel(let settings, let master):
             let connector = RedisSentinelConnector(settings: settings, master: master, tls: tls)
-            let (connection, address) = try connector.connect(deadline: deadline, preferred: &s.preferredSentinel)
+            var found: (RedisConnection, RedisNode)? = nil
+            if let announced = s.announced, MonotonicClock.nowMillis() < s.announcedUntilMillis {
+                // A stale sentinel could still name the old master, which says `master` until it is demoted: writes
+                // there would be lost at its resync. The announced one is asked first.
+                found = try? connector.connect(to: announced, deadline: deadline)
+            }
+            s.announced = nil
+            if found == nil { found = try connector.connect(deadline: deadline, preferred: &s.preferredSentinel) }
+            guard let (connection, address) = found else { throw StateStoreError(.unavailable, "redis \(target): no master") }
             if s.masterAddress != address {
                 s.masterAddress = address
                 // Scripts are loaded per server: a promoted replica may not have them (EVALSHA falls back anyway).
@@ -162,7 +174,23 @@ final class RedisClient: RedisExecutor {
             guard s.masterAddress != address else { return }
             s.connection = nil
             s.machine.reset()
+            s.announced = address
+            s.announcedUntilMillis = MonotonicClock.nowMillis() &+ Self.announcementWindowMillis
             onEvent(.switchAnnounced(address.description))
+        }
+    }
+
+    /// How long an announced master is preferred to what the sentinels say.
+    static let announcementWindowMillis: UInt64 = 10_000
+
+    /// A sentinel, asked when a subscription starts (an announcement may have been missed between subscriptions),
+    /// names `address`: if the client is connected elsewhere, the connection goes and the next call asks the
+    /// sentinels — nothing is taken from this answer alone.
+    func masterReported(_ address: RedisNode) {
+        locked.withLock { s in
+            guard let current = s.masterAddress, current != address, s.connection != nil else { return }
+            s.connection = nil
+            s.machine.reset()
         }
     }
 

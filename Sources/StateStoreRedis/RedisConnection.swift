@@ -89,7 +89,16 @@ final class RedisConnection {
                 return RedisReply(copying: raw.assumingMemoryBound(to: redisReply.self)) ?? .error("unsupported reply type")
             }
             inbound.clear()
-            try transport.receive(into: inbound, deadline: deadline, doing: what)
+            do {
+                try transport.receive(into: inbound, deadline: deadline, doing: what)
+            } catch {
+                // A TLS read can bring plaintext and then time out flushing the session's answer: keep what came, so
+                // a subscriber that reads on after the timeout stays in step.
+                if inbound.readableBytes > 0 {
+                    _ = inbound.readable.withMemoryRebound(to: CChar.self) { redisReaderFeed(reader, $0.baseAddress, $0.count) }
+                }
+                throw error
+            }
             // hiredis buffers a reply of any size: a hostile or broken server must not make the gateway allocate
             // without bound. The gateway's replies are small (the largest, an app's key ids, is kilobytes).
             received += inbound.readableBytes

@@ -98,6 +98,16 @@ struct RedisSentinelConnector {
                               + "(last: \(why.description))", cause: why.cause)
     }
 
+    /// The master at `address` (a `+switch-master` announcement), if it passes the master check.
+    func connect(to address: RedisNode, deadline: RedisDeadline) throws(StateStoreError) -> (RedisConnection, RedisNode) {
+        var endpoint = master
+        endpoint.host = address.host
+        endpoint.port = address.port
+        let connection = try RedisConnection(endpoint: endpoint, tls: tls, deadline: deadline)
+        try checkIsMaster(connection, address, deadline: deadline)
+        return (connection, address)
+    }
+
     /// What `node` says the master's address is.
     private func ask(_ node: RedisNode, deadline: RedisDeadline) throws(StateStoreError) -> RedisNode {
         let endpoint = RedisEndpoint(host: node.host, port: node.port, user: settings.username,
@@ -177,7 +187,9 @@ final class RedisSentinelWatcher: @unchecked Sendable {
         while client != nil {
             let node = settings.nodes[next % settings.nodes.count]
             next += 1
-            if (try? watch(node)) == true { backoff = RedisReconnectStateMachine.initialBackoffMillis }
+            var established = false
+            try? watch(node, established: &established)
+            if established { backoff = RedisReconnectStateMachine.initialBackoffMillis }
             // Sleep the backoff in slices, so the thread ends soon after the client does.
             var slept: UInt64 = 0
             while slept < backoff, client != nil {
@@ -188,16 +200,26 @@ final class RedisSentinelWatcher: @unchecked Sendable {
         }
     }
 
-    /// One subscription on `node`, until it fails or the client is gone; true when it was established.
-    private func watch(_ node: RedisNode) throws(StateStoreError) -> Bool {
+    /// One subscription on `node`, until it fails or the client is gone; `established` is set once it is (and the
+    /// master it names is reported, since an announcement may have come between two subscriptions).
+    private func watch(_ node: RedisNode, established: inout Bool) throws(StateStoreError) {
         let endpoint = RedisEndpoint(host: node.host, port: node.port, user: settings.username,
                                      password: settings.password, database: 0, tls: tls != nil)
         let setup = RedisDeadline(timeoutMillis: timeoutMillis)
         let connection = try RedisConnection(endpoint: endpoint, tls: tls, deadline: setup)
+        var ask = RedisCommand("SENTINEL")
+        ask.append("get-master-addr-by-name")
+        ask.append(settings.master)
+        if case .array(let parts) = try connection.run(ask, deadline: setup), parts.count == 2,
+           case .string(let host) = parts[0], case .string(let portText) = parts[1],
+           let port = Int32(String(decoding: portText, as: UTF8.self)), (1...65535).contains(port) {
+            client?.masterReported(RedisNode(host: String(decoding: host, as: UTF8.self), port: port))
+        }
         let subscribed = try connection.run(RedisCommand("SUBSCRIBE", "+switch-master"), deadline: setup)
         guard case .array(let parts) = subscribed, parts.first == .string(Array("subscribe".utf8)) else {
             throw subscribed.unexpected("SUBSCRIBE +switch-master on sentinel \(node)")
         }
+        established = true
         var lastHeard = MonotonicClock.nowMillis()
         var pingSentAt: UInt64? = nil
         while client != nil {
@@ -208,7 +230,7 @@ final class RedisSentinelWatcher: @unchecked Sendable {
                 guard error.kind == .timeout else { throw error }
                 let now = MonotonicClock.nowMillis()
                 if let sent = pingSentAt {
-                    if now - sent > Self.pongWithinMillis { return true }
+                    if now - sent > Self.pongWithinMillis { return }
                 } else if now - lastHeard > Self.idlePingMillis {
                     try connection.send(RedisCommand("PING"), deadline: RedisDeadline(timeoutMillis: timeoutMillis))
                     pingSentAt = now
@@ -224,6 +246,5 @@ final class RedisSentinelWatcher: @unchecked Sendable {
             guard words.count == 5, words[0] == settings.master, let port = Int32(words[4]), (1...65535).contains(port) else { continue }
             client?.masterSwitched(to: RedisNode(host: String(words[3]), port: port))
         }
-        return true
     }
 }

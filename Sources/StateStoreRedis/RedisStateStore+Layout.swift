@@ -62,9 +62,10 @@ extension RedisStateStore {
         } catch {
             throw layoutState.withLock { state -> StateStoreError in
                 guard error.cause == "layout" else {
-                    // Redis could not be asked: try again at the next call (a refusal found earlier still stands).
+                    // Redis could not be asked: try again at the next call. A refusal found earlier still stands, and
+                    // is what this caller gets (a plain Redis error could fail open under on_unavailable: allow).
                     state.phase = state.refusal == nil ? .unchecked : .refused
-                    return error
+                    return state.refusal ?? error
                 }
                 state.phase = .refused
                 // A recheck that finds no marker keeps the refusal it rechecked (the reason stays the first one).

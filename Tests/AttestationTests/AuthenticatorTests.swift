@@ -181,6 +181,28 @@ import StateStore
         guard case .failed(1, .tokenReplayed) = replayed else { Issue.record("got \(replayed)"); return }
     }
 
+    /// on_unavailable: allow lets a request through on an unreachable store, never on a layout refusal — also when an
+    /// earlier consume of the same request already failed open.
+    @Test func aLayoutRefusalAfterAFailOpenFailureFailsClosed() {
+        let authenticator = auth([Scripted("a", consumption: .once(Self.jti)), Scripted("b", consumption: .once(Self.device))],
+                                 requireAll: true, limitedUse: true)
+        var progress = AuthenticationProgress()
+        var steps = 0
+        let d = decide(authenticator, [("X-A", "pass"), ("X-B", "pass")], progress: &progress, steps: &steps)
+        guard case .consume(_, let owners) = authenticator.consumption(for: d, progress: progress) else { Issue.record("consume"); return }
+        for results: [Result<Bool, StateStoreError>] in [
+            [.failure(StateStoreError(.unavailable, "down")), .failure(StateStoreError(.unavailable, "refused", cause: "layout"))],
+            [.failure(StateStoreError(.unavailable, "refused", cause: "layout")), .failure(StateStoreError(.unavailable, "down"))],
+        ] {
+            let out = authenticator.consumed(results, verifiers: owners, decision: d, allowWhenUnavailable: true)
+            guard case .failed(_, .stateUnavailable) = out else { Issue.record("layout refusal let through: \(out)"); return }
+        }
+        let down: [Result<Bool, StateStoreError>] = [.failure(StateStoreError(.unavailable, "down")), .success(true)]
+        guard case .verifiedUnchecked = authenticator.consumed(down, verifiers: owners, decision: d, allowWhenUnavailable: true) else {
+            Issue.record("an unreachable store under allow should pass unchecked"); return
+        }
+    }
+
     @Test func limitedUseWithoutAnIDFailsAndWithoutAConsumableDoesNothing() {
         let noID = auth([Scripted("a", consumption: .impossible(.missingJTI))], limitedUse: true)
         let d = decide(noID, [("X-A", "pass")])
