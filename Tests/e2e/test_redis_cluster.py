@@ -31,14 +31,16 @@ def cli(*args: str, check: bool = True) -> str:
 
 
 class Cluster:
-    """`masters` cluster-enabled servers (each with its own bus port), created with no replicas."""
+    """`masters` cluster-enabled servers (each with its own bus port), created with `replicas` replicas each
+    (`self.nodes` lists every server; which are masters is the cluster's to say)."""
 
-    def __init__(self, workdir: Path, masters: int = 3):
+    def __init__(self, workdir: Path, masters: int = 3, replicas: int = 0):
         self.nodes = []
-        for i in range(masters):
+        for i in range(masters * (1 + replicas)):
             self.nodes.append(RedisServer(workdir / f"node{i}", extra_args=(
                 "--cluster-enabled", "yes", "--cluster-port", str(free_port()), "--cluster-node-timeout", "2000")))
-        cli("--cluster", "create", *[f"127.0.0.1:{n.port}" for n in self.nodes], "--cluster-replicas", "0", "--cluster-yes")
+        cli("--cluster", "create", *[f"127.0.0.1:{n.port}" for n in self.nodes], "--cluster-replicas", str(replicas),
+            "--cluster-yes")
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if all("cluster_state:ok" in n.command("CLUSTER", "INFO") for n in self.nodes):
@@ -226,6 +228,40 @@ def test_a_resharding_under_load_loses_no_token_and_accepts_none_twice(factory, 
     assert len(results) >= 50 and not wrong, (len(results), wrong[:5])
     maps = log_records(g1.stderr_path, "state store cluster slots") + log_records(g2.stderr_path, "state store cluster slots")
     assert len(maps) >= 3, maps      # each gateway's first map, and at least one after the move
+
+
+@pytest.mark.timeout_s(120)
+def test_a_killed_master_is_replaced_by_its_replica_and_followed(factory, start_gateway, start_upstream, tmp_path):
+    """Three masters with a replica each: the master of a consumed token's slot is SIGKILLed; the cluster promotes
+    its replica (cluster-node-timeout 2 s) and the gateway reads the new map by itself — that slot answers 503 until
+    then, never 200 twice — and the token (replicated before the kill) is still refused on the promoted replica."""
+    c = Cluster(tmp_path / "ha", masters=3, replicas=1)
+    factory.items.append(c)
+    iss = factory.dev_issuer()
+    gw = start(start_gateway, start_upstream, iss, c, seed=0)
+    token = iss.token(limited_use=True)
+    assert status(gw, "/lu/a", token) == (200, None)
+    key = jti_key(token)
+    victim = c.owner(c.slot(key))
+    slot = c.slot(key)
+    replica = next(n for n in c.nodes if f"master_port:{victim.port}" in n.command("INFO", "replication"))
+    deadline = time.monotonic() + 20                         # the replica has the consumed jti
+    while time.monotonic() < deadline and replica.command("CLUSTER", "COUNTKEYSINSLOT", str(slot)) < 1:
+        time.sleep(0.1)
+    assert replica.command("CLUSTER", "COUNTKEYSINSLOT", str(slot)) >= 1
+    victim.stop()                                            # SIGKILL
+    seen, deadline = [], time.monotonic() + 30
+    while time.monotonic() < deadline:
+        seen.append(status(gw, "/lu/a", token))
+        if seen[-1] == (401, "token_replayed"):
+            break
+        time.sleep(0.1)
+    assert seen[-1] == (401, "token_replayed"), seen[-5:]
+    assert set(seen) <= {(503, "state_unavailable"), (401, "token_replayed")}, set(seen)
+    fresh = iss.token(limited_use=True)
+    assert status(gw, "/lu/b", fresh) == (200, None) and status(gw, "/lu/b", fresh) == (401, "token_replayed")
+    maps = log_records(gw.stderr_path, "state store cluster slots")
+    assert len(maps) >= 2 and f"127.0.0.1:{victim.port} " not in maps[-1]["masters"], maps
 
 
 @pytest.mark.parametrize("on_unavailable", ["reject", "allow"])
