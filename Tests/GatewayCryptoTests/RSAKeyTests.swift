@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import GatewayCrypto
 
@@ -90,6 +91,29 @@ let testKey: RSAPrivateKey = try! RSAPrivateKey.generate()
         #expect(fromNumbers.verifyRS256(signature: signature, message: message))
         #expect(fromPEM.verifyRS256(signature: signature, message: message))
         #expect(fromNumbers.pem() == fromPEM.pem())
+    }
+
+    /// Against OpenSSL's own command: its SHA-256 PKCS#1 v1.5 signature verifies; the same key signing SHA-384 or
+    /// SHA-1 of the message (another DigestInfo inside the padding) does not, nor a PSS signature.
+    @Test func onlyAPKCS1SHA256SignatureMadeByTheOpenSSLCommandVerifies() throws {
+        let dir = NSTemporaryDirectory() + "rs256-" + UUID().uuidString.prefix(8)
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try testKey.pemPKCS8().write(toFile: dir + "/key.pem", atomically: true, encoding: .utf8)
+        try Data(message).write(to: URL(fileURLWithPath: dir + "/msg"))
+        func sign(_ options: [String]) throws -> [UInt8] {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+            p.arguments = ["dgst"] + options + ["-sign", dir + "/key.pem", "-out", dir + "/sig", dir + "/msg"]
+            try p.run()
+            p.waitUntilExit()
+            #expect(p.terminationStatus == 0)
+            return Array(try Data(contentsOf: URL(fileURLWithPath: dir + "/sig")))
+        }
+        #expect(testKey.publicKey.verifyRS256(signature: try sign(["-sha256"]), message: message))
+        #expect(!testKey.publicKey.verifyRS256(signature: try sign(["-sha384"]), message: message))
+        #expect(!testKey.publicKey.verifyRS256(signature: try sign(["-sha1"]), message: message))
+        #expect(!testKey.publicKey.verifyRS256(signature: try sign(["-sha256", "-sigopt", "rsa_padding_mode:pss"]), message: message))
     }
 
     @Test func privateKeyPEMRoundTrips() throws {
