@@ -113,9 +113,15 @@ struct RedisSentinelConnector {
         let endpoint = RedisEndpoint(host: node.host, port: node.port, user: settings.username,
                                      password: settings.password, database: 0, tls: master.tls)
         let sentinel = try RedisConnection(endpoint: endpoint, tls: tls, deadline: deadline)
+        return try Self.askMaster(settings.master, on: sentinel, node, deadline: deadline)
+    }
+
+    /// `SENTINEL get-master-addr-by-name` on a connection to the sentinel `node`: the address it names for `name`.
+    static func askMaster(_ name: String, on sentinel: RedisConnection, _ node: RedisNode, deadline: RedisDeadline)
+        throws(StateStoreError) -> RedisNode {
         var ask = RedisCommand("SENTINEL")
         ask.append("get-master-addr-by-name")
-        ask.append(settings.master)
+        ask.append(name)
         let reply = try sentinel.run(ask, deadline: deadline)
         switch reply {
         case .array(let parts) where parts.count == 2:
@@ -124,7 +130,7 @@ struct RedisSentinelConnector {
             else { throw reply.unexpected("SENTINEL get-master-addr-by-name on sentinel \(node)") }
             return RedisNode(host: String(decoding: host, as: UTF8.self), port: port)
         case .null:
-            throw StateStoreError(.unavailable, "redis sentinel \(node): no master named \(settings.master)", cause: "unknown_master")
+            throw StateStoreError(.unavailable, "redis sentinel \(node): no master named \(name)", cause: "unknown_master")
         default:
             throw reply.unexpected("SENTINEL get-master-addr-by-name on sentinel \(node)")
         }
@@ -207,13 +213,8 @@ final class RedisSentinelWatcher: @unchecked Sendable {
                                      password: settings.password, database: 0, tls: tls != nil)
         let setup = RedisDeadline(timeoutMillis: timeoutMillis)
         let connection = try RedisConnection(endpoint: endpoint, tls: tls, deadline: setup)
-        var ask = RedisCommand("SENTINEL")
-        ask.append("get-master-addr-by-name")
-        ask.append(settings.master)
-        if case .array(let parts) = try connection.run(ask, deadline: setup), parts.count == 2,
-           case .string(let host) = parts[0], case .string(let portText) = parts[1],
-           let port = Int32(String(decoding: portText, as: UTF8.self)), (1...65535).contains(port) {
-            client?.masterReported(RedisNode(host: String(decoding: host, as: UTF8.self), port: port))
+        if let named = try? RedisSentinelConnector.askMaster(settings.master, on: connection, node, deadline: setup) {
+            client?.masterReported(named)
         }
         let subscribed = try connection.run(RedisCommand("SUBSCRIBE", "+switch-master"), deadline: setup)
         guard case .array(let parts) = subscribed, parts.first == .string(Array("subscribe".utf8)) else {

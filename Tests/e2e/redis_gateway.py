@@ -8,7 +8,7 @@ import json
 import time
 
 import upstreams as U
-from harness import app_check_verifier, free_port, gateway_config, http_get, log_records, wait_gateway_accepts
+from harness import app_check_verifier, free_port, gateway_config, http_get, log_records, run_cli, wait_gateway_accepts
 
 H = "X-Firebase-AppCheck"
 
@@ -58,3 +58,11 @@ def wait_failure(gw, iss, once: bool = True) -> dict:
     lines = failures(gw)
     assert len(lines) == 1 or (lines and not once), gw.stderr_path.read_text()[-3000:]
     return lines[0]
+
+
+def check_state(gateway_bin, tmp_path, state: dict) -> tuple[int, str]:
+    """`check-config` on a gateway.yml whose `state:` is `{backend: redis, **state}`: (exit code, its output)."""
+    cfg = tmp_path / f"c{time.time_ns()}.yml"
+    cfg.write_text(gateway_config(18097, {"up": "http://127.0.0.1:9"}, state={"backend": "redis", **state}))
+    p = run_cli(gateway_bin, "check-config", "--config", str(cfg))
+    return p.returncode, (p.stdout + p.stderr).decode()

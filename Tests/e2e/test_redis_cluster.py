@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import upstreams as U
-from harness import RedisServer, b64url_decode, free_port, gateway_config, http_get, log_records, run_cli
-from redis_gateway import H, readyz, start_state_gateway, status, wait_failure
+from harness import RedisServer, b64url_decode, free_port, http_get, log_records
+from redis_gateway import check_state, H, readyz, start_state_gateway, status, wait_failure
 
 PROJECT = "123456789012"       # the dev issuer's project number: the jti keys' namespace
 REDIS_CLI = "/usr/bin/redis-cli"
@@ -289,10 +289,7 @@ def test_a_single_server_named_as_a_cluster_is_said_so(factory, start_gateway, s
 
 def test_check_config_on_cluster_settings(gateway_bin, tmp_path):
     def check(state: dict) -> tuple[int, str]:
-        cfg = tmp_path / f"c{time.time_ns()}.yml"
-        cfg.write_text(gateway_config(18098, {"up": "http://127.0.0.1:9"}, state={"backend": "redis", **state}))
-        p = run_cli(gateway_bin, "check-config", "--config", str(cfg))
-        return p.returncode, (p.stdout + p.stderr).decode()
+        return check_state(gateway_bin, tmp_path, state)
 
     good = {"cluster": {"nodes": ["127.0.0.1:7000", "[::1]:7001"]}}
     assert check(good) == (0, "ok\n")

@@ -17,8 +17,8 @@ from types import SimpleNamespace
 import pytest
 
 import upstreams as U
-from harness import REDIS_SERVER_BIN, RedisServer, free_port, gateway_config, log_records, run_cli, _resp_read
-from redis_gateway import start_state_gateway, status, wait_failure
+from harness import REDIS_SERVER_BIN, RedisServer, free_port, log_records, _resp_read
+from redis_gateway import check_state, start_state_gateway, status, wait_failure
 USER, PASSWORD = "gw-sentinel", "master-pass-" + secrets.token_hex(4)
 SENTINEL_PASSWORD = "sentinel-pass-" + secrets.token_hex(4)
 
@@ -253,10 +253,7 @@ def test_an_unknown_master_name_is_logged_with_its_cause(env, start_gateway, sta
 
 def test_check_config_on_sentinel_settings(gateway_bin, tmp_path):
     def check(state: dict) -> tuple[int, str]:
-        cfg = tmp_path / f"c{secrets.token_hex(3)}.yml"
-        cfg.write_text(gateway_config(18097, {"up": "http://127.0.0.1:9"}, state={"backend": "redis", **state}))
-        p = run_cli(gateway_bin, "check-config", "--config", str(cfg))
-        return p.returncode, (p.stdout + p.stderr).decode()
+        return check_state(gateway_bin, tmp_path, state)
 
     good = {"sentinel": {"master": "mymaster", "nodes": ["127.0.0.1:26379", "[::1]:26380"]}, "database": 2}
     assert check(good) == (0, "ok\n")
