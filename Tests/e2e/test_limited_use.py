@@ -215,6 +215,68 @@ def test_sqlite_consumed_token_survives_restart(env, start_gateway, start_upstre
     assert [q.target for q in lu_requests(up)] == ["/lu/r1", "/lu/r2-t2", "/lu/r3-t3"]
 
 
+@pytest.mark.timeout_s(60)
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+def test_sigkill_mid_batch_under_load_every_forwarded_token_stays_consumed(env, start_gateway, start_upstream,
+                                                                            tmp_path, backend):
+    """8 keep-alive clients send distinct limited-use tokens as fast as they can; the gateway is SIGKILLed while
+    consumes are in flight (batched: one SQLite transaction or one Redis pipeline per drain). Whatever the upstream
+    received, and every 200 a client got, was forwarded after its commit: on a restarted gateway over the same
+    store each of those tokens must be token_replayed. (A token whose answer was lost may be either.)"""
+    up = start_upstream("echo", name="lu")
+    state = state_for(backend, tmp_path, env.redis)
+    gw = start_lu_gateway(start_gateway, up, env, state)
+    clients, per_client = 8, 120
+    tokens = {(c, i): lu_token(env) for c in range(clients) for i in range(per_client)}
+    oks: list = []
+    broken: list = []
+    lock = threading.Lock()
+    go = threading.Barrier(clients + 1, timeout=15)
+
+    def client(c: int) -> None:
+        conn = U.Conn(gw.port, timeout=10)
+        go.wait()
+        try:
+            for i in range(per_client):
+                r = conn.request(http_get(f"/lu/k/{c}/{i}", [(H, tokens[(c, i)])]))
+                if r is None:
+                    raise ConnectionError("closed")
+                assert r.status == 200, (r.status, r.body[:200])
+                with lock:
+                    oks.append((c, i))
+        except (OSError, ConnectionError) as e:
+            with lock:
+                broken.append(f"client {c}: {type(e).__name__}")
+        finally:
+            conn.sock.close()
+
+    threads = [threading.Thread(target=client, args=(c,), daemon=True) for c in range(clients)]
+    for t in threads:
+        t.start()
+    go.wait()
+    deadline = time.monotonic() + 20
+    while len(oks) < 150 and time.monotonic() < deadline:   # well into the load, far from its end
+        time.sleep(0.002)
+    gw.kill()
+    for t in threads:
+        t.join(timeout=20)
+    assert not any(t.is_alive() for t in threads), "a client thread hung"
+    assert len(oks) >= 150 and len(broken) == clients, \
+        f"the kill did not land under load: {len(oks)} answered, {len(broken)} of {clients} clients cut off"
+
+    forwarded = set()
+    for q in lu_requests(up, "/lu/k/"):
+        _, _, _, c, i = q.target.split("/")
+        forwarded.add((int(c), int(i)))
+    assert set(oks) <= forwarded, "a client got a 200 the upstream never saw"
+    gw2 = start_lu_gateway(start_gateway, up, env, state)
+    again = {k: send(gw2, f"/lu/again/{k[0]}/{k[1]}", tokens[k]) for k in sorted(forwarded)}
+    accepted = [k for k, res in again.items() if res != (401, "token_replayed")]
+    assert not accepted, f"{backend}: {len(accepted)} of {len(forwarded)} forwarded tokens not replayed after the " \
+                         f"SIGKILL: {[(k, again[k]) for k in accepted[:5]]}"
+    assert send(gw2, "/lu/fresh", lu_token(env)) == (200, None)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # 3. Two gateway processes sharing one store never both accept a token
 

@@ -110,7 +110,8 @@ def bench(s: Settings, tmp: Path) -> None:
                 table.runs[row.name].append(lab.run(row, k + 1))
             print_round(table, k, [r.name for r in order])
         print_medians(table, s.rounds)
-        table.crypto = crypto_limit.measure(lab.play.ciphertext_bytes) if s.play else None
+        table.crypto = crypto_limit.measure(len(lab.tokens.repeated) if s.rs256 else None,
+                                            lab.play.ciphertext_bytes if s.play else None)
         print("\n".join(summary(table, s)))
         if table.any_errors():
             loud("SOME RUNS HAD ERRORS (see above): their figures are not comparable")

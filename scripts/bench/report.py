@@ -35,7 +35,7 @@ BASE_COLUMNS = [("row", "name", -19, "", ""), ("base req/s", "base_rps", 10, "%.
 class Table:
     def __init__(self, rows: list) -> None:
         self.rows, self.runs = rows, {r.name: [] for r in rows if not r.skip}   # row -> its runs, round by round
-        self.crypto: dict[str, float] | None = None   # crypto_limit.measure's figures (the Play Integrity row)
+        self.crypto: dict[str, float] = {}   # crypto_limit.measure's figures (the limits of the verifying rows)
 
     def values(self, name: str, attr: str) -> list:
         return [v for r in self.runs.get(name, []) if (v := r.fig.get(attr)) is not None]
@@ -201,7 +201,7 @@ def summary(t: Table, s) -> list[str]:
         lines += ["-- Play Integrity classic tokens (decoded locally on every request: AES-256 key unwrap, AES-256-GCM, "
                   "ECDSA P-256 verify; binding: request)", *section(39, (BOTH, "gw-play-classic", "attest-gateway"))]
         a, c = added("gw-play-classic", "attest-gateway"), t.crypto
-        if c:
+        if "gcm" in c and "p256_verify" in c:
             limit = c["p256_verify"] + c["gcm"] + c["unwrap"]
             lines.append("openssl speed on core 0, this run: P-256 verify %.2f µs + AES-256-GCM of %d bytes %.2f µs + "
                          "AES-256 unwrap %.2f µs = %.2f µs" % (c["p256_verify"], c["bytes"], c["gcm"], c["unwrap"], limit))
@@ -228,9 +228,71 @@ def summary(t: Table, s) -> list[str]:
         lines += [f"-- WebSocket echo ({s.ws_conns} connections, {s.ws_messages} messages, each awaiting its echo; "
                   "the client does not saturate either proxy: compare CPU µs/msg; no target: information)",
                   *(ratio(t, 32, m, "gw-ws", "nginx-ws", labels=MSG_LABELS) for m in ("cpu", "rps"))]
+    lines += targets(t, s)
     lines += baseline(t, s) if s.base else []
     lines += [f"{r.name}: skipped: {r.skip}" for r in t.rows if r.skip]
     return lines + [f"{n}: {t.invalid(n)}: its figures do not count" for n in t.runs if t.invalid(n)]
+
+
+def targets(t: Table, s) -> list[str]:
+    """The performance issue's targets, each as this run's figure against its limit (`openssl speed` on core 0 in
+    this run where the limit is cryptography): MET / MISSED, or `n/a` with why (a row not run, a limit not read)."""
+    c = t.crypto
+
+    def cpu(a: str, b: str) -> float | None:
+        x, y = t.median(a, "cpu"), t.median(b, "cpu")
+        return None if x is None or y is None else x - y
+
+    def quotient(metric: str, a: str, b: str) -> float | None:
+        x, y = t.median(a, metric), t.median(b, metric)
+        return None if x is None or not y else x / y
+
+    def row(figure: str, rows: tuple[str, ...], value: float | None, limit: float | None, unit: str,
+            why: str = "") -> str:
+        flags = "".join(f" [{n} INVALID]" for n in rows if t.invalid(n))
+        if value is None or limit is None:
+            return f"{figure:<62} n/a ({why or 'a row was not run'}){flags}"
+        shown = {"µs": f"{value:+.2f} µs", "µs/req": f"{value:.2f} µs"}.get(unit, f"{value:.2f}x")
+        bound = f"{limit:.2f} µs" if unit.startswith("µs") else f"{limit:.2f}x"
+        met = "MET" if value <= limit else "MISSED"
+        return f"{figure:<62} {shown:>11}  limit {bound:>10}  {met}{flags}"
+
+    def at_least(figure: str, rows: tuple[str, ...], value: float | None, limit: float) -> str:
+        flags = "".join(f" [{n} INVALID]" for n in rows if t.invalid(n))
+        if value is None:
+            return f"{figure:<62} n/a (a row was not run){flags}"
+        return f"{figure:<62} {value:>10.2f}x  least {limit:>9.2f}x  {'MET' if value >= limit else 'MISSED'}{flags}"
+
+    rsa, p256, sha = c.get("rsa_verify"), c.get("p256_verify"), c.get("sha256")
+    lines = ["-- targets of the performance issue (this run; limits: openssl speed on core 0 after the rounds: " +
+             ", ".join(f"{k} {v:.2f} µs" for k, v in (("RSA-2048 verify", rsa), ("P-256 verify", p256),
+                                                      (f"SHA-256 of {c.get('token_bytes', 0):.0f} bytes", sha)) if v)
+             + ")"]
+    if s.rs256:
+        lines += [row("CPU added by a distinct RS256 token (≤ 1.3 x RSA-2048 verify)", ("gw-rs256-distinct",),
+                      cpu("gw-rs256-distinct", "attest-gateway"), rsa and 1.3 * rsa, "µs", "openssl speed unread"),
+                  at_least("req/s distinct tokens ÷ haproxy-distinct", ("gw-rs256-distinct", "haproxy-distinct"),
+                           quotient("rps", "gw-rs256-distinct", "haproxy-distinct"), TARGET_DISTINCT),
+                  row("CPU added by a repeated RS256 token (≤ plain + 3 µs)", ("gw-rs256-repeated",),
+                      cpu("gw-rs256-repeated", "attest-gateway"), 3.0, "µs"),
+                  at_least("req/s repeated token ÷ nginx proxy_pass", ("gw-rs256-repeated", "nginx"),
+                           quotient("rps", "gw-rs256-repeated", "nginx"), TARGET_REPEATED)]
+    if s.rs256 and s.lu:
+        lines += [row("CPU the SQLite store adds in the gateway (≤ 15 µs)", ("gw-lu-sqlite",),
+                      cpu("gw-lu-sqlite", "gw-rs256-distinct"), 15.0, "µs"),
+                  row("CPU the Redis store adds in the gateway (≤ 15 µs)", ("gw-lu-redis",),
+                      cpu("gw-lu-redis", "gw-rs256-distinct"), 15.0, "µs"),
+                  row("redis-server's own CPU per request (≤ 20 µs)", ("gw-lu-redis",),
+                      t.median("gw-lu-redis", "scpu"), 20.0, "µs/req")]
+    if s.aa:
+        lines.append(row("CPU added by an App Attest assertion (≤ P-256 verify + 30 µs)", ("gw-appattest-sqlite",),
+                         cpu("gw-appattest-sqlite", "attest-gateway"), p256 and p256 + 30, "µs", "openssl speed unread"))
+    if s.h2:
+        lines.append(row("h2c CPU per request ÷ HTTP/1.1's, both under h2load (≤ 1.1)", ("gw-h2c", "gw-h1-h2load"),
+                         quotient("cpu", "gw-h2c", "gw-h1-h2load"), 1.1, "x"))
+    lines.append(row("plain proxy CPU per request ÷ nginx proxy_pass (≤ 0.8)", ("attest-gateway", "nginx"),
+                     quotient("cpu", "attest-gateway", "nginx"), TARGET_CPU_RATIO, "x"))
+    return lines
 
 
 def baseline(t: Table, s) -> list[str]:
