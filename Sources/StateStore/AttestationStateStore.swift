@@ -95,6 +95,10 @@ public protocol AttestationStateStore: Sendable {
     /// Records `key` in `namespace` until `expiresAt` (unix seconds). True when this call consumed it; false when
     /// it was already consumed and has not expired. `now` is the caller's clock (unix seconds).
     func consumeOnce(namespace: String, key: String, expiresAt: Int64, now: Int64) throws(StateStoreError) -> Bool
+    /// Consumes several values, results in order (see the extension's default). A requirement, not only an extension
+    /// method: the gateway holds its store as `any AttestationStateStore`, and a backend's batch (SQLite: one
+    /// transaction; Redis: one script) must be what that call reaches.
+    func consumeOnce(batch: [ConsumeRequest], now: Int64) -> [Result<Bool, StateStoreError>]
 
     /// Records a value the gateway handed out (an App Attest challenge) in `namespace` until `expiresAt` (unix
     /// seconds). False when the same value is already issued and unexpired (the caller draws a new one).
@@ -167,6 +171,11 @@ extension AttestationStateStore {
     /// commit (group commit: under load, one fsync-bound commit serves every request waiting for it). Each
     /// result has `consumeOnce`'s meaning; a value repeated within the batch is consumed by its first occurrence.
     public func consumeOnce(batch: [ConsumeRequest], now: Int64) -> [Result<Bool, StateStoreError>] {
+        consumeEach(batch: batch, now: now)
+    }
+
+    /// The batch one `consumeOnce` at a time (the default, and a backend's fallback).
+    public func consumeEach(batch: [ConsumeRequest], now: Int64) -> [Result<Bool, StateStoreError>] {
         batch.map { r in
             do { return .success(try consumeOnce(namespace: r.namespace, key: r.key, expiresAt: r.expiresAt, now: now)) } catch {
                 return .failure(error as? StateStoreError ?? StateStoreError(.unavailable, "\(error)"))

@@ -9,7 +9,8 @@ struct RedisScript: Sendable {
     let name: String
     let source: String
 
-    static let all: [RedisScript] = [consume, registerKey, advanceCounter, keysForApp, putReceipt, takeToken, registerKeyRecord, listKeyID]
+    static let all: [RedisScript] = [consume, registerKey, advanceCounter, keysForApp, putReceipt, takeToken, registerKeyRecord, listKeyID,
+                                     consumeMany]
 
     /// Records a one-time value (`consumeOnce` and `issue`; they differ only in the key's kind).
     /// KEYS[1] = the one-time value's key; ARGV = expiresAt, now (caller's unix seconds), lifetime in ms (≥ 1).
@@ -20,6 +21,26 @@ struct RedisScript: Sendable {
         if v and tonumber(v) and tonumber(v) > tonumber(ARGV[2]) then return 0 end
         redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
         return 1
+        """)
+
+    /// `consume` for several one-time values in one call (a drain's consumes: one round trip, one `WAIT`, and one
+    /// command for the server to parse instead of one per request). KEYS = the values' keys; ARGV[1] = now, then per
+    /// key i ARGV[2i] = its expiresAt and ARGV[2i+1] its lifetime in ms. Returns 1 or 0 per key, in order; a key
+    /// given twice is consumed by its first occurrence (the second sees the first's SET), as one at a time would.
+    /// Layout 1 only: on a Cluster the keys are in different slots.
+    static let consumeMany = RedisScript(id: 8, name: "consumeMany", source: """
+        local now = tonumber(ARGV[1])
+        local out = {}
+        for i = 1, #KEYS do
+          local v = redis.call('GET', KEYS[i])
+          if v and tonumber(v) and tonumber(v) > now then
+            out[i] = 0
+          else
+            redis.call('SET', KEYS[i], ARGV[2 * i], 'PX', ARGV[2 * i + 1])
+            out[i] = 1
+          end
+        end
+        return out
         """)
 
     /// KEYS[1] = key hash, KEYS[2] = the app's key list; ARGV[1] = key id, then the hash's field, value, … (absent

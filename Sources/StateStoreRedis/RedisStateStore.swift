@@ -143,13 +143,60 @@ public final class RedisStateStore: AttestationStateStore {
         }
     }
 
+    /// The most values one `RedisScript.consumeMany` call takes (a larger drain is split): bounds the script's run,
+    /// during which the server answers nobody else.
+    static let maxConsumesPerScript = 128
+
+    /// One server (url, sentinel): the batch as `RedisScript.consumeMany` calls of up to `maxConsumesPerScript`
+    /// values, each one round trip and one `WAIT`. A call that fails fails each of its values (none is reported
+    /// consumed before its reply: a lost reply may have consumed them, which a retry then sees as a replay — the
+    /// fail-closed side). A Cluster: one value at a time (the keys are in different slots).
+    public func consumeOnce(batch: [ConsumeRequest], now: Int64) -> [Result<Bool, StateStoreError>] {
+        guard keys.layout == 1, batch.count > 1 else { return consumeEach(batch: batch, now: now) }
+        var results: [Result<Bool, StateStoreError>] = []
+        results.reserveCapacity(batch.count)
+        var start = 0
+        while start < batch.count {
+            let chunk = batch[start..<min(start + Self.maxConsumesPerScript, batch.count)]
+            start = chunk.endIndex
+            do throws(StateStoreError) {
+                results += try consumeMany(chunk, now: now).map { .success($0) }
+            } catch {
+                results += chunk.map { _ in .failure(error) }
+            }
+        }
+        return results
+    }
+
+    private func consumeMany(_ chunk: ArraySlice<ConsumeRequest>, now: Int64) throws(StateStoreError) -> [Bool] {
+        try checkLayout()
+        let reply = try client.eval(RedisScript.consumeMany) { c in
+            c.append(Int64(chunk.count))
+            for r in chunk { c.append(keys.oneTimeValue(namespace: r.namespace, key: r.key)) }
+            c.append(now)
+            for r in chunk {
+                c.append(r.expiresAt)
+                c.append(Self.lifetimeMillis(expiresAt: r.expiresAt, now: now))
+            }
+        }
+        guard case .array(let flags) = reply, flags.count == chunk.count else { throw reply.unexpected("consumeMany") }
+        var consumed: [Bool] = []
+        consumed.reserveCapacity(flags.count)
+        for flag in flags { consumed.append(try Self.flag(flag, "consumeMany")) }
+        return consumed
+    }
+
+    /// A value already past its expiry is still recorded (it is not "recorded and unexpired"); it is stored for 1 ms
+    /// only, so it never lingers. The lifetime is relative to the caller's `now` rather than an absolute EXAT, so a
+    /// Redis clock ahead of the gateway's cannot drop a value the gateway still holds live.
+    static func lifetimeMillis(expiresAt: Int64, now: Int64) -> Int64 {
+        expiresAt > now ? min(expiresAt - now, maxLifetimeSeconds) * 1000 : 1
+    }
+
     /// Runs `RedisScript.consume` on `redisKey`: true when it stored the value (none was there, or an expired one).
     func recordOnce(_ redisKey: String, expiresAt: Int64, now: Int64, what: String) throws(StateStoreError) -> Bool {
-        // A value already past its expiry is still recorded (it is not "recorded and unexpired"); it is stored
-        // for 1 ms only, so it never lingers. The lifetime is relative to the caller's `now` rather than an
-        // absolute EXAT, so a Redis clock ahead of the gateway's cannot drop a value the gateway still holds live.
         try checkLayout()
-        let lifetimeMillis = expiresAt > now ? min(expiresAt - now, Self.maxLifetimeSeconds) * 1000 : 1
+        let lifetimeMillis = Self.lifetimeMillis(expiresAt: expiresAt, now: now)
         let reply = try client.eval(RedisScript.consume) { c in
             c.append("1")
             c.append(redisKey)

@@ -38,3 +38,51 @@ import StateStoreSQLite
         #expect(wins.reduce(0, +) == keys.count)
     }
 }
+
+/// The gateway calls `consumeOnce(batch:)` on `any AttestationStateStore`: a backend's own batch must be what that
+/// reaches, not the per-value default of the protocol extension (which an extension-only method would be).
+@Suite struct BatchConsumeDispatchTests {
+    final class CountingStore: AttestationStateStore, @unchecked Sendable {
+        let inner = MemoryStateStore()
+        var batches = 0
+        func consumeOnce(batch: [ConsumeRequest], now: Int64) -> [Result<Bool, StateStoreError>] {
+            batches += 1
+            return batch.map { r in Result { () throws(StateStoreError) in
+                try inner.consumeOnce(namespace: r.namespace, key: r.key, expiresAt: r.expiresAt, now: now) } }
+        }
+        func consumeOnce(namespace: String, key: String, expiresAt: Int64, now: Int64) throws(StateStoreError) -> Bool {
+            try inner.consumeOnce(namespace: namespace, key: key, expiresAt: expiresAt, now: now)
+        }
+        func issue(namespace: String, key: String, expiresAt: Int64, now: Int64) throws(StateStoreError) -> Bool {
+            try inner.issue(namespace: namespace, key: key, expiresAt: expiresAt, now: now)
+        }
+        func redeem(namespace: String, key: String, now: Int64) throws(StateStoreError) -> Bool {
+            try inner.redeem(namespace: namespace, key: key, now: now)
+        }
+        func isIssued(namespace: String, key: String, now: Int64) throws(StateStoreError) -> Bool {
+            try inner.isIssued(namespace: namespace, key: key, now: now)
+        }
+        func isConsumed(namespace: String, key: String, now: Int64) throws(StateStoreError) -> Bool {
+            try inner.isConsumed(namespace: namespace, key: key, now: now)
+        }
+        func registerKey(_ record: AttestedKeyRecord) throws(StateStoreError) -> Bool { try inner.registerKey(record) }
+        func key(id: String) throws(StateStoreError) -> AttestedKeyRecord? { try inner.key(id: id) }
+        func keys(appID: String) throws(StateStoreError) -> [AttestedKeyRecord] { try inner.keys(appID: appID) }
+        func advanceCounter(keyID: String, to newValue: UInt32) throws(StateStoreError) -> Bool {
+            try inner.advanceCounter(keyID: keyID, to: newValue)
+        }
+        func putReceipt(keyID: String, _ receipt: ReceiptRecord) throws(StateStoreError) { try inner.putReceipt(keyID: keyID, receipt) }
+        func receipt(keyID: String) throws(StateStoreError) -> ReceiptRecord? { try inner.receipt(keyID: keyID) }
+        func sweepExpired(now: Int64) throws(StateStoreError) -> Int { try inner.sweepExpired(now: now) }
+        func ping() throws(StateStoreError) { try inner.ping() }
+    }
+
+    @Test func theBackendsBatchIsWhatAnExistentialReaches() {
+        let counting = CountingStore()
+        let store: any AttestationStateStore = counting
+        let results = store.consumeOnce(batch: [ConsumeRequest(namespace: "n", key: "a", expiresAt: 10),
+                                                ConsumeRequest(namespace: "n", key: "b", expiresAt: 10)], now: 1)
+        #expect(results.map { try? $0.get() } == [true, true])
+        #expect(counting.batches == 1)
+    }
+}

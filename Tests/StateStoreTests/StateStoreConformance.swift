@@ -21,6 +21,8 @@ struct StateStoreConformance {
         case consumeOnce
         case consumeOnceHonoursExpiry
         case concurrentConsumeHasOneWinner
+        case batchConsume
+        case concurrentBatchesHaveOneWinner
         case isConsumedReadsWithoutRecording
         case keyRegistration
         case duplicateRegistrationKeepsOriginal
@@ -64,6 +66,8 @@ struct StateStoreConformance {
         case .consumeOnce: try Self.consumeOnce(store, run)
         case .consumeOnceHonoursExpiry: try Self.consumeOnceHonoursExpiry(store, run)
         case .concurrentConsumeHasOneWinner: try Self.concurrentConsumeHasOneWinner(store, run)
+        case .batchConsume: try Self.batchConsume(store, run)
+        case .concurrentBatchesHaveOneWinner: try Self.concurrentBatchesHaveOneWinner(store, run)
         case .isConsumedReadsWithoutRecording: try Self.isConsumedReadsWithoutRecording(store, run)
         case .keyRegistration: try Self.keyRegistration(store, run)
         case .duplicateRegistrationKeepsOriginal: try Self.duplicateRegistrationKeepsOriginal(store, run)
@@ -150,6 +154,47 @@ struct StateStoreConformance {
         let ns = run.name("jti"), now = run.now, keys = 50
         let wins = try ThreadRace.run(threads: threads, rounds: keys) { _, key in
             try store.consumeOnce(namespace: ns, key: "race-\(key)", expiresAt: now + 60, now: now)
+        }
+        let winnersPerKey = (0..<keys).map { key in wins.filter { $0[key] }.count }
+        #expect(winnersPerKey.allSatisfy { $0 == 1 }, "winners per key: \(winnersPerKey)")
+    }
+
+    /// `consumeOnce(batch:)` through the existential (what the gateway calls): each result means what one
+    /// `consumeOnce` would, in order; a value repeated in the batch (also 200 places apart, past any chunk a
+    /// backend splits it into) is consumed by its first occurrence; an expired value is taken over.
+    static func batchConsume(_ store: any AttestationStateStore, _ run: Run) throws {
+        let ns = run.name("jti"), other = run.name("other"), t = run.now
+        #expect(try store.consumeOnce(namespace: ns, key: "old", expiresAt: t + 60, now: t))
+        #expect(try store.consumeOnce(namespace: ns, key: "stale", expiresAt: t + 5, now: t))
+        let small = [ConsumeRequest(namespace: ns, key: "a", expiresAt: t + 60),
+                     ConsumeRequest(namespace: ns, key: "a", expiresAt: t + 60),
+                     ConsumeRequest(namespace: ns, key: "old", expiresAt: t + 60),
+                     ConsumeRequest(namespace: other, key: "a", expiresAt: t + 60),
+                     ConsumeRequest(namespace: ns, key: "stale", expiresAt: t + 60)]
+        #expect(store.consumeOnce(batch: small, now: t + 10).map { try? $0.get() } == [true, false, false, true, true])
+        #expect(try !store.consumeOnce(namespace: ns, key: "a", expiresAt: t + 60, now: t + 10))
+        #expect(try !store.consumeOnce(namespace: ns, key: "stale", expiresAt: t + 60, now: t + 10), "taken over: live")
+        var big = (0..<300).map { ConsumeRequest(namespace: ns, key: "b\($0)", expiresAt: t + 60) }
+        big[250] = big[50]
+        let results = store.consumeOnce(batch: big, now: t).map { try? $0.get() }
+        #expect(results.count == 300 && results.allSatisfy { $0 != nil })
+        #expect(results.enumerated().filter { $0.element == false }.map(\.offset) == [250])
+        #expect(try !store.consumeOnce(namespace: ns, key: "b299", expiresAt: t + 60, now: t))
+        #expect(store.consumeOnce(batch: [], now: t).isEmpty)
+        #expect(store.consumeOnce(batch: [big[7]], now: t).map { try? $0.get() } == [false])
+    }
+
+    /// 8 threads each consume the same 200 values as one batch, each in its own order: each value once in all.
+    static func concurrentBatchesHaveOneWinner(_ store: any AttestationStateStore, _ run: Run) throws {
+        let ns = run.name("jti"), now = run.now, keys = 200
+        let wins = try ThreadRace.run(threads: 8) { thread -> [Bool] in
+            var order = Array(0..<keys)
+            order.shuffle()
+            let results = store.consumeOnce(batch: order.map { ConsumeRequest(namespace: ns, key: "k\($0)", expiresAt: now + 60) },
+                                            now: now)
+            var won = [Bool](repeating: false, count: keys)
+            for (key, result) in zip(order, results) { won[key] = (try? result.get()) == true }
+            return won
         }
         let winnersPerKey = (0..<keys).map { key in wins.filter { $0[key] }.count }
         #expect(winnersPerKey.allSatisfy { $0 == 1 }, "winners per key: \(winnersPerKey)")

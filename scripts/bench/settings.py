@@ -59,7 +59,7 @@ class Settings:
         self.redis = env("REDIS_BIN") or shutil.which("redis-server") or "/usr/bin/redis-server"
         self.seconds, self.rounds = number("BENCH_SECONDS", 10), number("BENCH_ROUNDS", 3)
         self.warmup, self.conns = number("BENCH_WARMUP_SECONDS", 1), number("BENCH_CONNECTIONS", 64)
-        self.tokens = number("BENCH_TOKENS", max(self.seconds * 22000, 20000))
+        self.tokens = number("BENCH_TOKENS", max(self.seconds * 30000, 20000))
         self.rs256 = on("BENCH_RS256")
         self.lu = self.rs256 and on("BENCH_LU")
         self.aa, self.aa_devices = on("BENCH_APPATTEST"), number("BENCH_APPATTEST_DEVICES", 8)
@@ -74,7 +74,7 @@ class Settings:
         self.play = on("BENCH_PLAY")
         self.ws_messages = number("BENCH_WS_MESSAGES", 20000)
         # the limited-use rows' own warm-up tokens (never sent in a measured run); assertions per device
-        self.lu_warm = max(self.warmup * 22000, 5000) if self.lu else 0
+        self.lu_warm = max(self.warmup * 30000, 5000) if self.lu else 0
         self.aa_per_warm = math.ceil(max(self.warmup * 20000, 5000) / self.aa_devices)
         self.aa_per_run = math.ceil(self.aa_assertions / self.aa_devices)
 
