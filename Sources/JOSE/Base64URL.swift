@@ -12,41 +12,51 @@ public enum Base64URL {
         if remainder == 1 { return nil }
         let outCount = (count / 4) * 3 + (remainder == 0 ? 0 : remainder - 1)
         if outCount == 0 { return [] }
+        guard let input = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return nil }
         var failed = false
         let out = [UInt8](unsafeUninitializedCapacity: outCount) { buffer, initialized in
-            var i = 0, o = 0
-            // Whole quads.
-            while i + 4 <= count {
-                let a = value(bytes[i]), b = value(bytes[i + 1]), c = value(bytes[i + 2]), d = value(bytes[i + 3])
-                if (a | b | c | d) & 0x80 != 0 { failed = true; break }
-                buffer[o] = a << 2 | b >> 4
-                buffer[o + 1] = b << 4 | c >> 2
-                buffer[o + 2] = c << 6 | d
-                i += 4; o += 3
-            }
-            if !failed && remainder >= 2 {
-                let a = value(bytes[i]), b = value(bytes[i + 1])
-                let c = remainder == 3 ? value(bytes[i + 2]) : 0
-                if (a | b | c) & 0x80 != 0 {
-                    failed = true
-                } else if remainder == 2 {
-                    // 2 characters carry 12 bits for 8: the low 4 bits of the second must be zero ("QQ" yes, "QR" no).
-                    if b & 0x0F != 0 { failed = true }
-                    buffer[o] = a << 2 | b >> 4
-                    o += 1
-                } else {
-                    // 3 characters carry 18 bits for 16: the low 2 bits of the third must be zero.
-                    if c & 0x03 != 0 { failed = true }
-                    buffer[o] = a << 2 | b >> 4
-                    buffer[o + 1] = b << 4 | c >> 2
-                    o += 2
+            guard let output = buffer.baseAddress else { initialized = 0; failed = true; return }
+            decodeTable.withUnsafeBufferPointer { t in
+                let table = t.baseAddress!   // 256 entries: every UInt8 indexes it
+                var i = 0, o = 0
+                // Whole quads; one check per quad (0xFF marks a character outside the alphabet).
+                while i + 4 <= count {
+                    let a = table[Int(input[i])], b = table[Int(input[i + 1])]
+                    let c = table[Int(input[i + 2])], d = table[Int(input[i + 3])]
+                    if (a | b | c | d) & 0x80 != 0 { failed = true; break }
+                    output[o] = a << 2 | b >> 4
+                    output[o + 1] = b << 4 | c >> 2
+                    output[o + 2] = c << 6 | d
+                    i += 4; o += 3
                 }
+                if !failed && remainder >= 2 {
+                    let a = table[Int(input[i])], b = table[Int(input[i + 1])]
+                    let c = remainder == 3 ? table[Int(input[i + 2])] : 0
+                    if (a | b | c) & 0x80 != 0 {
+                        failed = true
+                    } else if remainder == 2 {
+                        // 2 characters carry 12 bits for 8: the low 4 bits of the second must be zero ("QQ" yes, "QR" no).
+                        if b & 0x0F != 0 { failed = true }
+                        output[o] = a << 2 | b >> 4
+                        o += 1
+                    } else {
+                        // 3 characters carry 18 bits for 16: the low 2 bits of the third must be zero.
+                        if c & 0x03 != 0 { failed = true }
+                        output[o] = a << 2 | b >> 4
+                        output[o + 1] = b << 4 | c >> 2
+                        o += 2
+                    }
+                }
+                // Every byte up to `o` is initialised; on failure the array is discarded anyway.
+                initialized = failed ? 0 : o
             }
-            // Every byte up to `o` is initialised; on failure the array is discarded anyway.
-            initialized = failed ? 0 : o
         }
         return failed ? nil : out
     }
+
+    /// The 6-bit value of each byte as a base64url character, 0xFF (high bit set) for anything else (`=` and
+    /// whitespace included): `value` for all 256 bytes, looked up instead of branched on per character.
+    private static let decodeTable: [UInt8] = (0...255).map { value(UInt8($0)) }
 
     /// Decodes the UTF-8 bytes of `s`; see `decode(_: UnsafeRawBufferPointer)`.
     public static func decode(_ s: String) -> [UInt8]? {

@@ -51,4 +51,23 @@ import JOSE
         #expect(decoded != nil)
         #expect(decoded.map { Base64URL.encode($0) } == alphabet)
     }
+
+    /// Every one of the 256 byte values, at each position of a quad and of a 2- and 3-character tail: accepted
+    /// exactly when it is one of the 64 characters (the decoding table has no hole and no extra entry).
+    @Test func everyByteOutsideTheAlphabetIsRejectedAtEveryPosition() {
+        let alphabet = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        for byte in 0...255 {
+            let b = UInt8(byte)
+            for (template, position) in [("AAAA", 0), ("AAAA", 1), ("AAAA", 2), ("AAAA", 3), ("AAAAAA", 4), ("AAAAAAA", 5),
+                                         ("AAAAAAAA", 7)] {
+                var input = Array(template.utf8)
+                input[position] = b
+                // The tail's last character carries unused bits: "A" (0) is the only choice that keeps them zero.
+                let isLastOfTail = template.utf8.count % 4 != 0 && position == template.utf8.count - 1
+                let decoded = input.withUnsafeBytes { Base64URL.decode($0) }
+                let expected = alphabet.contains(b) && (!isLastOfTail || b == UInt8(ascii: "A"))
+                #expect((decoded != nil) == expected, "byte \(byte) at \(position) of \(template.utf8.count)")
+            }
+        }
+    }
 }
