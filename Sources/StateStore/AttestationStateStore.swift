@@ -169,7 +169,8 @@ public struct ConsumeRequest: Sendable, Equatable {
 extension AttestationStateStore {
     /// Consumes several values, results in order. Backends with transactions override this to make the batch one
     /// commit (group commit: under load, one fsync-bound commit serves every request waiting for it). Each
-    /// result has `consumeOnce`'s meaning; a value repeated within the batch is consumed by its first occurrence.
+    /// result has `consumeOnce`'s meaning; a value repeated within the batch is consumed once, by its first occurrence
+    /// (on a Redis Cluster, by a later one when the first was redirected and sent again after the others).
     public func consumeOnce(batch: [ConsumeRequest], now: Int64) -> [Result<Bool, StateStoreError>] {
         consumeEach(batch: batch, now: now)
     }

@@ -150,6 +150,149 @@ final class RedisClusterClient: RedisExecutor {
         }
     }
 
+    /// Runs `script` once per call — `keys[i]` is call i's KEYS[1], `appendArguments(i, &command)` adds its numkeys,
+    /// keys and arguments — pipelined: every call for one master in one write, the replies read in order, the masters'
+    /// pipelines in flight together; with `wait_replicas`, one `WAIT` per master after its replies. Results in order:
+    /// `.success` with the call's reply; `.failure` when its master failed (the connection is dropped: a call whose
+    /// reply was lost may have run, so it is not retried — the fail-closed side for a consume); nil when the call did
+    /// not run and must be sent on its own through `eval`, which follows redirects: `MOVED` (the map is read again),
+    /// `ASK`, `TRYAGAIN`, `NOSCRIPT`, or a slot no master serves in the map at hand. The caller bounds `keys` (a
+    /// master's pipeline is all of its calls).
+    func evalPipelined(_ script: RedisScript, write: Bool, keys: [String],
+                       _ appendArguments: (Int, inout RedisCommand) -> Void) -> [Result<RedisReply, StateStoreError>?] {
+        let deadline = RedisDeadline(timeoutMillis: timeoutMillis)
+        var results = [Result<RedisReply, StateStoreError>?](repeating: nil, count: keys.count)
+        let waitReplicas = self.waitReplicas
+        locked.withLock { s in
+            var sha: String
+            var groups: [(node: RedisNode, calls: [Int])] = []
+            do throws(StateStoreError) {
+                _ = try deadline.remainingMillis(doing: "lock wait")
+                try ensureMap(&s, deadline)
+                guard let map = s.map else { return }
+                for (i, key) in keys.enumerated() {
+                    guard let owner = map.master(ofSlot: RedisClusterSlot.of(key)) else { continue }   // nil: eval alone
+                    if let g = groups.firstIndex(where: { $0.node == owner }) {   // one pipeline per master: its WAIT follows it
+                        groups[g].calls.append(i)
+                    } else {
+                        groups.append((owner, [i]))
+                    }
+                }
+                guard !groups.isEmpty else { return }
+                if let known = s.scriptSHAs[script.id] {
+                    sha = known
+                } else {
+                    // The first use in this process: loaded on each master the calls go to (the SHA-1 is the same on
+                    // every node), so they do not all answer NOSCRIPT. Later a NOSCRIPT (a restarted or promoted
+                    // node) sends that call alone, through EVAL.
+                    var learnt: String? = nil
+                    var loadedOn: [RedisNode] = []
+                    for node in groups.map(\.node) where !loadedOn.contains(node) {
+                        loadedOn.append(node)
+                        do throws(StateStoreError) {
+                            let connection = try connection(to: node, &s, deadline)
+                            let loaded: RedisReply
+                            do throws(StateStoreError) {
+                                loaded = try connection.run(RedisCommand("SCRIPT", "LOAD", script.source), deadline: deadline)
+                            } catch { drop(node, &s); throw error }
+                            guard case .string(let bytes) = loaded else { throw loaded.unexpected("SCRIPT LOAD \(script.name) on cluster node \(node)") }
+                            learnt = String(decoding: bytes, as: UTF8.self)
+                        } catch {
+                            // That master's calls fail, as they would one by one; the others go on.
+                            note(error, &s)
+                            for group in groups where group.node == node { for i in group.calls { results[i] = .failure(error) } }
+                            groups.removeAll { $0.node == node }
+                        }
+                    }
+                    guard let learnt else { return }
+                    sha = learnt
+                    s.scriptSHAs[script.id] = learnt
+                }
+            } catch {
+                note(error, &s)
+                for i in keys.indices { results[i] = .failure(error) }
+                return
+            }
+            // Every master's pipeline first, then the replies: the masters work at once.
+            var sent: [(node: RedisNode, calls: [Int], connection: RedisConnection)] = []
+            var failed: StateStoreError? = nil
+            for group in groups {
+                do throws(StateStoreError) {
+                    let connection = try connection(to: group.node, &s, deadline)
+                    let commands = group.calls.map { i -> RedisCommand in
+                        var c = RedisCommand("EVALSHA")
+                        c.append(sha)
+                        appendArguments(i, &c)
+                        return c
+                    }
+                    do throws(StateStoreError) { try connection.send(pipeline: commands, deadline: deadline) } catch {
+                        drop(group.node, &s)
+                        throw error
+                    }
+                    sent.append((group.node, group.calls, connection))
+                } catch {
+                    failed = error
+                    for i in group.calls { results[i] = .failure(error) }
+                }
+            }
+            for (node, calls, connection) in sent {
+                var read = 0   // calls whose reply came (a failure fails the rest: they may have run)
+                do throws(StateStoreError) {
+                    var wrote: RedisReply? = nil
+                    var refusal: StateStoreError? = nil
+                    for i in calls {
+                        let reply = try connection.readReply(deadline: deadline, doing: script.name)
+                        read += 1
+                        guard case .error(let message) = reply else {
+                            results[i] = .success(reply)
+                            wrote = reply
+                            continue
+                        }
+                        switch RedisReply.errorCode(message) {
+                        case "moved", "tryagain":
+                            s.refreshWanted = true   // not run: nil, sent again alone
+                        case "ask", "noscript":
+                            break                    // not run: nil, sent again alone
+                        case "readonly", "loading", "masterdown", "clusterdown":
+                            let error = reply.unexpected("\(script.name) on cluster node \(node)")
+                            results[i] = .failure(error)
+                            refusal = error
+                        default:
+                            if message.contains("-READONLY ") {
+                                let error = reply.unexpected("\(script.name) on cluster node \(node)")
+                                results[i] = .failure(error)
+                                refusal = error
+                            } else {
+                                results[i] = .success(reply)   // the script's own error: the caller's to judge
+                            }
+                        }
+                    }
+                    if write, let wrote {
+                        do throws(StateStoreError) {
+                            try connection.awaitReplicas(waitReplicas, deadline, after: wrote, server: "cluster node \(node)")
+                        } catch {
+                            // Written on the master, not acknowledged by enough replicas: each write here fails.
+                            for i in calls { if case .success = results[i] { results[i] = .failure(error) } }
+                            throw error
+                        }
+                    }
+                    if let refusal {
+                        // A demoted master, a node loading, a cluster that lost a master: read the map again and
+                        // connect afresh, as a single call does.
+                        drop(node, &s)
+                        failed = refusal
+                    }
+                } catch {
+                    failed = error
+                    drop(node, &s)
+                    for i in calls[read...] { results[i] = .failure(error) }
+                }
+            }
+            if let failed { note(failed, &s) } else { succeeded(&s) }
+        }
+        return results
+    }
+
     /// Every slot has a master and every master answers `PING`.
     func ping() throws(StateStoreError) {
         let deadline = RedisDeadline(timeoutMillis: timeoutMillis)

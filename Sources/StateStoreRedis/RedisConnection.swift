@@ -74,6 +74,26 @@ final class RedisConnection {
         try transport.send(UnsafeRawBufferPointer(start: formatted, count: Int(length)), deadline: deadline, doing: command.name)
     }
 
+    /// Sends `commands` in one write, without waiting for replies (a pipeline: the caller reads one reply per command,
+    /// in order, with `readReply`).
+    func send(pipeline commands: [RedisCommand], deadline: RedisDeadline) throws(StateStoreError) {
+        var wire: [UInt8] = []
+        for command in commands {
+            var formatted: UnsafeMutablePointer<CChar>? = nil
+            let length = command.withArgv { argc, argv, argvlen in redisFormatCommandArgv(&formatted, argc, argv, argvlen) }
+            guard length > 0, let formatted else { throw StateStoreError(.unavailable, "redis \(command.name): out of memory") }
+            wire.append(contentsOf: UnsafeRawBufferPointer(start: formatted, count: Int(length)))
+            redisFreeCommand(formatted)
+        }
+        let failure: StateStoreError? = wire.withUnsafeBytes { bytes in
+            do throws(StateStoreError) {
+                try transport.send(bytes, deadline: deadline, doing: commands.first?.name ?? "pipeline")
+                return nil
+            } catch { return error }
+        }
+        if let failure { throw failure }
+    }
+
     /// The next reply, waiting until `deadline`. A `.timeout` thrown with nothing sent since leaves the connection
     /// usable (a subscriber's idle wait: a partial reply stays in the reader); any other error does not.
     func readReply(deadline: RedisDeadline, doing what: String) throws(StateStoreError) -> RedisReply {

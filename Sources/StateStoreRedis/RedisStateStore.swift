@@ -150,9 +150,10 @@ public final class RedisStateStore: AttestationStateStore {
     /// One server (url, sentinel): the batch as `RedisScript.consumeMany` calls of up to `maxConsumesPerScript`
     /// values, each one round trip and one `WAIT`. A call that fails fails each of its values (none is reported
     /// consumed before its reply: a lost reply may have consumed them, which a retry then sees as a replay — the
-    /// fail-closed side). A Cluster: one value at a time (the keys are in different slots).
+    /// fail-closed side). A Cluster: `consumePipelined` (the keys are in different slots, so no one script takes them).
     public func consumeOnce(batch: [ConsumeRequest], now: Int64) -> [Result<Bool, StateStoreError>] {
-        guard keys.layout == 1, batch.count > 1 else { return consumeEach(batch: batch, now: now) }
+        guard batch.count > 1 else { return consumeEach(batch: batch, now: now) }
+        if let cluster = client as? RedisClusterClient { return consumePipelined(batch, now: now, on: cluster) }
         var results: [Result<Bool, StateStoreError>] = []
         results.reserveCapacity(batch.count)
         var start = 0
@@ -166,6 +167,40 @@ public final class RedisStateStore: AttestationStateStore {
             }
         }
         return results
+    }
+
+    /// A Cluster: one `consume` script per value, pipelined per master (`RedisClusterClient.evalPipelined`); a value
+    /// whose call did not run there (a redirect) is consumed on its own, following the redirect.
+    private func consumePipelined(_ batch: [ConsumeRequest], now: Int64, on cluster: RedisClusterClient)
+        -> [Result<Bool, StateStoreError>] {
+        do throws(StateStoreError) { try checkLayout() } catch { return batch.map { _ in .failure(error) } }
+        let names = batch.map { keys.oneTimeValue(namespace: $0.namespace, key: $0.key) }
+        var replies: [Result<RedisReply, StateStoreError>?] = []
+        replies.reserveCapacity(batch.count)
+        var start = 0
+        while start < batch.count {   // at most maxConsumesPerScript calls in flight: bounds each master's pipeline
+            let end = min(start + Self.maxConsumesPerScript, batch.count)
+            replies += cluster.evalPipelined(RedisScript.consume, write: true, keys: Array(names[start..<end])) { j, c in
+                let i = start + j
+                c.append("1")
+                c.append(names[i])
+                c.append(batch[i].expiresAt)
+                c.append(now)
+                c.append(Self.lifetimeMillis(expiresAt: batch[i].expiresAt, now: now))
+            }
+            start = end
+        }
+        return zip(batch.indices, replies).map { i, reply -> Result<Bool, StateStoreError> in
+            do throws(StateStoreError) {
+                switch reply {
+                case .success(let r)?: return .success(try Self.flag(r, "consumeOnce"))
+                case .failure(let e)?: return .failure(e)
+                case nil: return .success(try recordOnce(names[i], expiresAt: batch[i].expiresAt, now: now, what: "consumeOnce"))
+                }
+            } catch {
+                return .failure(error)
+            }
+        }
     }
 
     private func consumeMany(_ chunk: ArraySlice<ConsumeRequest>, now: Int64) throws(StateStoreError) -> [Bool] {

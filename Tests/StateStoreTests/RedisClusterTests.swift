@@ -184,17 +184,13 @@ import Testing
         #expect(scans <= 3, "\(scans) SCAN calls after 10 pings of a refused store")
     }
 
-    /// A script sent through ASK (the slot migrating, the key not on the source) runs on the importing node with
-    /// ASKING, not MOVED back, and stays once-only.
-    @Test func aScriptThroughAskRunsOnTheImportingNode() throws {
-        let cluster = try RedisClusterFixture()
-        defer { cluster.stop() }
-        let keys = RedisKeySpace(prefix: "ask:", layout: 2)
-        let name = keys.oneTimeValue(namespace: "1", key: "j")
-        let slot = RedisClusterSlot.of(name)
+    /// Marks the slot of `key` as migrating from the master holding it (src) to the next one (dst): the source then
+    /// answers ASK for a key it does not hold.
+    static func startMigrating(_ key: String, _ cluster: RedisClusterFixture) throws -> (src: Int, dst: Int) {
+        let slot = RedisClusterSlot.of(key)
         var src = -1
         for (i, s) in cluster.servers.enumerated() {
-            let r = try RedisClusterFixture.redisCLI(["-p", "\(s.port)", "GET", name])
+            let r = try RedisClusterFixture.redisCLI(["-p", "\(s.port)", "GET", key])
             if !r.contains("MOVED") { src = i }
         }
         try #require(src >= 0)
@@ -203,6 +199,17 @@ import Testing
         let dstID = try cluster.servers[dst].command("CLUSTER MYID")
         _ = try cluster.servers[dst].command("CLUSTER SETSLOT \(slot) IMPORTING \(srcID)")
         _ = try cluster.servers[src].command("CLUSTER SETSLOT \(slot) MIGRATING \(dstID)")
+        return (src, dst)
+    }
+
+    /// A script sent through ASK (the slot migrating, the key not on the source) runs on the importing node with
+    /// ASKING, not MOVED back, and stays once-only.
+    @Test func aScriptThroughAskRunsOnTheImportingNode() throws {
+        let cluster = try RedisClusterFixture()
+        defer { cluster.stop() }
+        let keys = RedisKeySpace(prefix: "ask:", layout: 2)
+        let name = keys.oneTimeValue(namespace: "1", key: "j")
+        let (src, dst) = try Self.startMigrating(name, cluster)
         // The marker first, through another store, so that only the script goes through the ASK.
         let settings = RedisClusterSettings(nodes: [RedisNode(host: "127.0.0.1", port: Int32(cluster.servers[0].port))])
         try RedisStateStore(cluster: settings, keyPrefix: "ask:", timeoutMillis: 2_000).ping()
@@ -214,6 +221,38 @@ import Testing
         let movedOnDst = try Self.stat(cluster, "errorstats", "errorstat_MOVED", server: dst)
         let askOnSrc = try Self.stat(cluster, "errorstats", "errorstat_ASK", server: src)
         #expect(movedOnDst == 0 && askOnSrc >= 1, "importing node MOVED \(movedOnDst), source ASK \(askOnSrc)")
+    }
+
+    /// A batch on a cluster goes out pipelined per master; a value whose slot is migrating (ASK) is sent again alone
+    /// and runs on the importing node. A value repeated within the batch, and a second batch, find it consumed.
+    @Test func aClusterBatchConsumesEachValueOnceAndSendsAnAskedValueAlone() throws {
+        let cluster = try RedisClusterFixture()
+        defer { cluster.stop() }
+        let keys = RedisKeySpace(prefix: "bask:", layout: 2)
+        let name = keys.oneTimeValue(namespace: "1", key: "j")
+        let (src, dst) = try Self.startMigrating(name, cluster)
+        let settings = RedisClusterSettings(nodes: [RedisNode(host: "127.0.0.1", port: Int32(cluster.servers[0].port))])
+        let store = try RedisStateStore(cluster: settings, keyPrefix: "bask:", timeoutMillis: 2_000)
+        try store.ping()
+        for s in cluster.servers { _ = try s.command("CONFIG RESETSTAT") }
+        var batch = (0..<40).map { ConsumeRequest(namespace: "1", key: "b\($0)", expiresAt: 2_000_000_000) }
+        batch.insert(ConsumeRequest(namespace: "1", key: "j", expiresAt: 2_000_000_000), at: 20)
+        batch.append(batch[3])
+        let first = store.consumeOnce(batch: batch, now: 1).map { try? $0.get() }
+        #expect(first == [Bool?](repeating: true, count: 41) + [false])
+        let second = store.consumeOnce(batch: batch, now: 1).map { try? $0.get() }
+        #expect(second == [Bool?](repeating: false, count: 42))
+        let askOnSrc = try Self.stat(cluster, "errorstats", "errorstat_ASK", server: src)
+        let movedOnDst = try Self.stat(cluster, "errorstats", "errorstat_MOVED", server: dst)
+        #expect(askOnSrc >= 2 && movedOnDst == 0, "source ASK \(askOnSrc), importing node MOVED \(movedOnDst)")
+        let onDst = try RedisClusterFixture.redisCLI(["-p", "\(cluster.servers[dst].port)", "EXISTS", name])
+        #expect(onDst.contains("1"), "the asked value is on the importing node: \(onDst)")
+        // Each value's script ran once per batch — the asked one on the importing node (a redirected call is not
+        // counted) — and none went through NOSCRIPT: the script was loaded on every master before the first pipeline.
+        let evalshas = try Self.stat(cluster, "commandstats", "cmdstat_evalsha")
+        let evals = try Self.stat(cluster, "commandstats", "cmdstat_eval")
+        let noscript = try Self.stat(cluster, "errorstats", "errorstat_NOSCRIPT")
+        #expect(evalshas == 2 * 42 && evals == 0 && noscript == 0, "EVALSHA \(evalshas), EVAL \(evals), NOSCRIPT \(noscript)")
     }
 
     /// While the first layout check walks a large keyspace, a concurrent call waits for it at most state.timeout

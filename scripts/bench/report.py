@@ -169,7 +169,7 @@ def summary(t: Table, s) -> list[str]:
         if redis is not None and (side := t.median("gw-lu-redis", "scpu")) is not None:
             store += " + %.2f in redis-server (core 1, not in the gateway figure) = %+.2f" % (side, redis + side)
         lines += ["-- limited use (each jti consumed once; SQLite: one WAL commit per batch, Redis: one Lua "
-                  "script call per batch of up to 128; a Cluster: one per request)", *section(33, (RPS, "gw-lu-sqlite", "gw-rs256-distinct", TARGET_LU_SQLITE),
+                  "script call per batch of up to 128; a Cluster: the batch pipelined per master)", *section(33, (RPS, "gw-lu-sqlite", "gw-rs256-distinct", TARGET_LU_SQLITE),
                                           (CPU, "gw-lu-sqlite", "gw-rs256-distinct"),
                                           (BOTH, "gw-lu-redis", "gw-rs256-distinct"))]
         lines += [store] if t.median("gw-rs256-distinct", "cpu") is not None else []
