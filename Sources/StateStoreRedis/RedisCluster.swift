@@ -166,6 +166,7 @@ final class RedisClusterClient: RedisExecutor {
         locked.withLock { s in
             var sha: String
             var groups: [(node: RedisNode, calls: [Int])] = []
+            var failed: StateStoreError? = nil
             do throws(StateStoreError) {
                 _ = try deadline.remainingMillis(doing: "lock wait")
                 try ensureMap(&s, deadline)
@@ -199,7 +200,7 @@ final class RedisClusterClient: RedisExecutor {
                             learnt = String(decoding: bytes, as: UTF8.self)
                         } catch {
                             // That master's calls fail, as they would one by one; the others go on.
-                            note(error, &s)
+                            failed = error
                             for group in groups where group.node == node { for i in group.calls { results[i] = .failure(error) } }
                             groups.removeAll { $0.node == node }
                         }
@@ -213,39 +214,46 @@ final class RedisClusterClient: RedisExecutor {
                 for i in keys.indices { results[i] = .failure(error) }
                 return
             }
-            // Every master's pipeline first, then the replies: the masters work at once.
-            var sent: [(node: RedisNode, calls: [Int], connection: RedisConnection)] = []
-            var failed: StateStoreError? = nil
+            // Every master's pipeline first, then the replies: the masters work at once. Each master has its own
+            // deadline (state.timeout from its send), so one slow master does not use up another's; with
+            // wait_replicas its WAIT ends its pipeline, so the masters wait for their replicas at once too.
+            let waits = write && waitReplicas > 0
+            var sent: [(node: RedisNode, calls: [Int], connection: RedisConnection, deadline: RedisDeadline, waitMillis: Int)] = []
             for group in groups {
+                let own = RedisDeadline(timeoutMillis: timeoutMillis)
                 do throws(StateStoreError) {
-                    let connection = try connection(to: group.node, &s, deadline)
-                    let commands = group.calls.map { i -> RedisCommand in
+                    let connection = try connection(to: group.node, &s, own)
+                    var commands = group.calls.map { i -> RedisCommand in
                         var c = RedisCommand("EVALSHA")
                         c.append(sha)
                         appendArguments(i, &c)
                         return c
                     }
-                    do throws(StateStoreError) { try connection.send(pipeline: commands, deadline: deadline) } catch {
+                    var waitMillis = 0
+                    if waits {
+                        let (wait, millis) = try RedisConnection.waitCommand(waitReplicas, own)
+                        commands.append(wait)
+                        waitMillis = millis
+                    }
+                    do throws(StateStoreError) { try connection.send(pipeline: commands, deadline: own) } catch {
                         drop(group.node, &s)
                         throw error
                     }
-                    sent.append((group.node, group.calls, connection))
+                    sent.append((group.node, group.calls, connection, own, waitMillis))
                 } catch {
                     failed = error
                     for i in group.calls { results[i] = .failure(error) }
                 }
             }
-            for (node, calls, connection) in sent {
+            for (node, calls, connection, own, waitMillis) in sent {
                 var read = 0   // calls whose reply came (a failure fails the rest: they may have run)
                 do throws(StateStoreError) {
-                    var wrote: RedisReply? = nil
                     var refusal: StateStoreError? = nil
                     for i in calls {
-                        let reply = try connection.readReply(deadline: deadline, doing: script.name)
+                        let reply = try connection.readReply(deadline: own, doing: script.name)
                         read += 1
                         guard case .error(let message) = reply else {
                             results[i] = .success(reply)
-                            wrote = reply
                             continue
                         }
                         switch RedisReply.errorCode(message) {
@@ -267,14 +275,9 @@ final class RedisClusterClient: RedisExecutor {
                             }
                         }
                     }
-                    if write, let wrote {
-                        do throws(StateStoreError) {
-                            try connection.awaitReplicas(waitReplicas, deadline, after: wrote, server: "cluster node \(node)")
-                        } catch {
-                            // Written on the master, not acknowledged by enough replicas: each write here fails.
-                            for i in calls { if case .success = results[i] { results[i] = .failure(error) } }
-                            throw error
-                        }
+                    if waits {
+                        let acknowledged = try connection.readReply(deadline: own, doing: "WAIT")
+                        try RedisConnection.checkWait(acknowledged, waitReplicas, waitMillis, server: "cluster node \(node)")
                     }
                     if let refusal {
                         // A demoted master, a node loading, a cluster that lost a master: read the map again and
@@ -286,6 +289,9 @@ final class RedisClusterClient: RedisExecutor {
                     failed = error
                     drop(node, &s)
                     for i in calls[read...] { results[i] = .failure(error) }
+                    // With wait_replicas, a write whose WAIT was not read as enough acknowledgements is not reported
+                    // done (a failover could lose it); calls that did not run (nil) may still go alone.
+                    if waits { for i in calls { if case .success = results[i] { results[i] = .failure(error) } } }
                 }
             }
             if let failed { note(failed, &s) } else { succeeded(&s) }

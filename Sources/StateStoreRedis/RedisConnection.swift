@@ -161,10 +161,21 @@ final class RedisConnection {
     func awaitReplicas(_ count: Int, _ deadline: RedisDeadline, after reply: RedisReply, server: String) throws(StateStoreError) {
         guard count > 0 else { return }
         if case .error = reply { return }
-        // Less than the socket's own timeout (the whole remaining budget), so WAIT answers before the read gives up.
+        let (wait, waitMillis) = try Self.waitCommand(count, deadline)
+        try Self.checkWait(try run(wait, deadline: deadline), count, waitMillis, server: server)
+    }
+
+    /// `WAIT count t`, t three quarters of what is left of `deadline`: less than the read's own timeout, so WAIT
+    /// answers before the read gives up. Also what a pipeline sends after its writes.
+    static func waitCommand(_ count: Int, _ deadline: RedisDeadline) throws(StateStoreError) -> (RedisCommand, Int) {
         let budget = try deadline.remainingMillis(doing: "WAIT")
         let waitMillis = max(budget * 3 / 4, 1)
-        let acknowledged = try run(RedisCommand("WAIT", String(count), String(waitMillis)), deadline: deadline)
+        return (RedisCommand("WAIT", String(count), String(waitMillis)), waitMillis)
+    }
+
+    /// WAIT's answer: fewer than `count` replicas is a failure (the write happened on the master, but a failover
+    /// could lose it).
+    static func checkWait(_ acknowledged: RedisReply, _ count: Int, _ waitMillis: Int, server: String) throws(StateStoreError) {
         guard case .integer(let n) = acknowledged else { throw acknowledged.unexpected("WAIT") }
         guard n >= count else {
             throw StateStoreError(.unavailable, "redis \(server): \(n) of \(count) replicas acknowledged the write within "

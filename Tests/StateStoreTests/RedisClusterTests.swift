@@ -255,6 +255,30 @@ import Testing
         #expect(evalshas == 2 * 42 && evals == 0 && noscript == 0, "EVALSHA \(evalshas), EVAL \(evals), NOSCRIPT \(noscript)")
     }
 
+    /// `wait_replicas` on a cluster without replicas: each master's pipeline ends with its WAIT, the masters wait at
+    /// once (not one after the other), and no value of the batch is reported consumed although each was written —
+    /// a write no replica acknowledged is a failure (cause wait_replicas), and stays consumed.
+    @Test func aClusterBatchUnderWaitReplicasFailsClosedAndWaitsOnEveryMasterAtOnce() throws {
+        let cluster = try RedisClusterFixture()
+        defer { cluster.stop() }
+        let settings = RedisClusterSettings(nodes: [RedisNode(host: "127.0.0.1", port: Int32(cluster.servers[0].port))])
+        let plain = try RedisStateStore(cluster: settings, keyPrefix: "bw:", timeoutMillis: 2_000)
+        try plain.ping()   // writes the layout marker (a write WAIT would refuse here)
+        let waiting = try RedisStateStore(cluster: settings, keyPrefix: "bw:", timeoutMillis: 600, waitReplicas: 1)
+        try waiting.ping()
+        let batch = (0..<30).map { ConsumeRequest(namespace: "1", key: "w\($0)", expiresAt: 2_000_000_000) }
+        let started = Date()
+        let results = waiting.consumeOnce(batch: batch, now: 1)
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(results.allSatisfy { if case .failure(let e) = $0 { e.cause == "wait_replicas" } else { false } },
+                "\(results.prefix(3))")
+        // Each WAIT waits 450 ms (3/4 of state.timeout): at once on the three masters, about 0.45 s; one after the
+        // other it would be 1.35 s.
+        #expect(elapsed < 1.0, "the batch took \(elapsed) s")
+        #expect(plain.consumeOnce(batch: batch, now: 1).allSatisfy { (try? $0.get()) == false },
+                "every value was written although none was reported consumed")
+    }
+
     /// While the first layout check walks a large keyspace, a concurrent call waits for it at most state.timeout
     /// (250 ms here), then fails with cause layout — it does not wait out the walk.
     @Test func callsDuringTheLayoutWalkDoNotWaitPastTheTimeout() throws {
