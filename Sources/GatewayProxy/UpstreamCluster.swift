@@ -36,7 +36,7 @@ public final class UpstreamCluster: @unchecked Sendable {
     let config: ClusterConfig
     let tls: Bool
     let caFile: String?
-    private let state: Mutex<(endpoints: [Endpoint], next: Int)>
+    private let state: AnnotatedMutex<(endpoints: [Endpoint], next: Int)>
     /// Some endpoint is a hostname (re-resolved every `dns_refresh`).
     let followsDNS: Bool
     private let stopped = Atomic<Bool>(false)
@@ -51,7 +51,7 @@ public final class UpstreamCluster: @unchecked Sendable {
             let label = e.host.contains(":") ? "[\(e.host)]:\(e.port)" : "\(e.host):\(e.port)"
             endpoints.append(Endpoint(config: e, label: label, address: a))
         }
-        state = Mutex((endpoints, 0))
+        state = AnnotatedMutex((endpoints, 0))
         followsDNS = u.endpoints.contains { !Self.isAddressLiteral($0.host) }
     }
 
