@@ -187,22 +187,18 @@ final class RedisClusterClient: RedisExecutor {
                     // every node), so they do not all answer NOSCRIPT. Later a NOSCRIPT (a restarted or promoted
                     // node) sends that call alone, through EVAL.
                     var learnt: String? = nil
-                    var loadedOn: [RedisNode] = []
-                    for node in groups.map(\.node) where !loadedOn.contains(node) {
-                        loadedOn.append(node)
+                    for group in groups {   // one per master
                         do throws(StateStoreError) {
-                            let connection = try connection(to: node, &s, deadline)
-                            let loaded: RedisReply
-                            do throws(StateStoreError) {
-                                loaded = try connection.run(RedisCommand("SCRIPT", "LOAD", script.source), deadline: deadline)
-                            } catch { drop(node, &s); throw error }
-                            guard case .string(let bytes) = loaded else { throw loaded.unexpected("SCRIPT LOAD \(script.name) on cluster node \(node)") }
-                            learnt = String(decoding: bytes, as: UTF8.self)
+                            let connection = try connection(to: group.node, &s, deadline)
+                            do throws(StateStoreError) { learnt = try connection.loadScript(script, deadline: deadline) } catch {
+                                drop(group.node, &s)
+                                throw error
+                            }
                         } catch {
                             // That master's calls fail, as they would one by one; the others go on.
                             failed = error
-                            for group in groups where group.node == node { for i in group.calls { results[i] = .failure(error) } }
-                            groups.removeAll { $0.node == node }
+                            for i in group.calls { results[i] = .failure(error) }
+                            groups.removeAll { $0.node == group.node }
                         }
                     }
                     guard let learnt else { return }

@@ -67,11 +67,9 @@ final class RedisConnection {
 
     /// Sends `command` without waiting for a reply (a subscribed connection's `PING`: its answer comes in turn).
     func send(_ command: RedisCommand, deadline: RedisDeadline) throws(StateStoreError) {
-        var formatted: UnsafeMutablePointer<CChar>? = nil
-        let length = command.withArgv { argc, argv, argvlen in redisFormatCommandArgv(&formatted, argc, argv, argvlen) }
-        guard length > 0, let formatted else { throw StateStoreError(.unavailable, "redis \(command.name): out of memory") }
-        defer { redisFreeCommand(formatted) }
-        try transport.send(UnsafeRawBufferPointer(start: formatted, count: Int(length)), deadline: deadline, doing: command.name)
+        try Self.withFormatted(command) { (bytes) throws(StateStoreError) in
+            try transport.send(bytes, deadline: deadline, doing: command.name)
+        }
     }
 
     /// Sends `commands` in one write, without waiting for replies (a pipeline: the caller reads one reply per command,
@@ -79,11 +77,7 @@ final class RedisConnection {
     func send(pipeline commands: [RedisCommand], deadline: RedisDeadline) throws(StateStoreError) {
         var wire: [UInt8] = []
         for command in commands {
-            var formatted: UnsafeMutablePointer<CChar>? = nil
-            let length = command.withArgv { argc, argv, argvlen in redisFormatCommandArgv(&formatted, argc, argv, argvlen) }
-            guard length > 0, let formatted else { throw StateStoreError(.unavailable, "redis \(command.name): out of memory") }
-            wire.append(contentsOf: UnsafeRawBufferPointer(start: formatted, count: Int(length)))
-            redisFreeCommand(formatted)
+            try Self.withFormatted(command) { bytes in wire.append(contentsOf: bytes) }
         }
         let failure: StateStoreError? = wire.withUnsafeBytes { bytes in
             do throws(StateStoreError) {
@@ -92,6 +86,16 @@ final class RedisConnection {
             } catch { return error }
         }
         if let failure { throw failure }
+    }
+
+    /// `command` in RESP as hiredis formats it, valid only during `body`.
+    private static func withFormatted(_ command: RedisCommand,
+                                      _ body: (UnsafeRawBufferPointer) throws(StateStoreError) -> Void) throws(StateStoreError) {
+        var formatted: UnsafeMutablePointer<CChar>? = nil
+        let length = command.withArgv { argc, argv, argvlen in redisFormatCommandArgv(&formatted, argc, argv, argvlen) }
+        guard length > 0, let formatted else { throw StateStoreError(.unavailable, "redis \(command.name): out of memory") }
+        defer { redisFreeCommand(formatted) }
+        try body(UnsafeRawBufferPointer(start: formatted, count: Int(length)))
     }
 
     /// The next reply, waiting until `deadline`. A `.timeout` thrown with nothing sent since leaves the connection
@@ -139,9 +143,7 @@ final class RedisConnection {
         if let sha {
             known = sha
         } else {
-            let loaded = try run(RedisCommand("SCRIPT", "LOAD", script.source), deadline: deadline)
-            guard case .string(let bytes) = loaded else { throw loaded.unexpected("SCRIPT LOAD \(script.name)") }
-            known = String(decoding: bytes, as: UTF8.self)
+            known = try loadScript(script, deadline: deadline)
             sha = known
         }
         var evalsha = RedisCommand("EVALSHA")
@@ -153,6 +155,13 @@ final class RedisConnection {
         evalCommand.append(script.source)
         appendArguments(&evalCommand)
         return try run(evalCommand, deadline: deadline)
+    }
+
+    /// `SCRIPT LOAD`: caches `script` on this server and returns its SHA-1 (the same on every server).
+    func loadScript(_ script: RedisScript, deadline: RedisDeadline) throws(StateStoreError) -> String {
+        let loaded = try run(RedisCommand("SCRIPT", "LOAD", script.source), deadline: deadline)
+        guard case .string(let bytes) = loaded else { throw loaded.unexpected("SCRIPT LOAD \(script.name)") }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// `WAIT n t` (`state.wait_replicas` = `count` > 0) after a write on this connection, unless the write itself failed

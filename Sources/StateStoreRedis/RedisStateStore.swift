@@ -156,10 +156,8 @@ public final class RedisStateStore: AttestationStateStore {
         if let cluster = client as? RedisClusterClient { return consumePipelined(batch, now: now, on: cluster) }
         var results: [Result<Bool, StateStoreError>] = []
         results.reserveCapacity(batch.count)
-        var start = 0
-        while start < batch.count {
+        for start in stride(from: 0, to: batch.count, by: Self.maxConsumesPerScript) {
             let chunk = batch[start..<min(start + Self.maxConsumesPerScript, batch.count)]
-            start = chunk.endIndex
             do throws(StateStoreError) {
                 results += try consumeMany(chunk, now: now).map { .success($0) }
             } catch {
@@ -177,8 +175,8 @@ public final class RedisStateStore: AttestationStateStore {
         let names = batch.map { keys.oneTimeValue(namespace: $0.namespace, key: $0.key) }
         var replies: [Result<RedisReply, StateStoreError>?] = []
         replies.reserveCapacity(batch.count)
-        var start = 0
-        while start < batch.count {   // at most maxConsumesPerScript calls in flight: bounds each master's pipeline
+        // At most maxConsumesPerScript calls in flight: bounds each master's pipeline.
+        for start in stride(from: 0, to: batch.count, by: Self.maxConsumesPerScript) {
             let end = min(start + Self.maxConsumesPerScript, batch.count)
             replies += cluster.evalPipelined(RedisScript.consume, write: true, keys: Array(names[start..<end])) { j, c in
                 let i = start + j
@@ -188,7 +186,6 @@ public final class RedisStateStore: AttestationStateStore {
                 c.append(now)
                 c.append(Self.lifetimeMillis(expiresAt: batch[i].expiresAt, now: now))
             }
-            start = end
         }
         return zip(batch.indices, replies).map { i, reply -> Result<Bool, StateStoreError> in
             do throws(StateStoreError) {
