@@ -12,7 +12,8 @@ time, `--instr=off`, a dump; Ir of that dump / N. Rows: h1 (plain HTTP/1.1), h1-
 (an https upstream), h2c (HTTP/2 prior knowledge, one stream at a time), h2-tls (HTTP/2 over TLS, ALPN), rs256 and rs256-cached (an App Check
 route: N distinct RS256 tokens, or one token N times; sent by a small keep-alive client here, since h2load sends
 one header set). Environment: GATEWAY_BIN, N (2000), ROWS (the first four, comma-separated), NGINX_BIN, KEEP (a
-directory: the dumps are copied there as <row>.callgrind, for callgrind_annotate).
+directory: the dumps are copied there as <row>.callgrind, for callgrind_annotate). Also per request: calls into the C
+allocator (malloc, calloc, realloc, posix_memalign), counted from the same dump's call edges.
 """
 import os, re, shutil, socket, subprocess, sys, tempfile, time
 from pathlib import Path
@@ -33,6 +34,26 @@ def start(args, **kw):
     p = subprocess.Popen(args, stdin=subprocess.DEVNULL, start_new_session=True, **kw)
     procs.append(p)
     return p
+
+
+ALLOCATORS = re.compile(r"^(?:__libc_)?(?:malloc|calloc|realloc|posix_memalign|aligned_alloc|memalign)$")
+
+
+def allocations(dump: str) -> int:
+    """Calls into the C allocator recorded in a callgrind dump (every Swift and OpenSSL allocation ends there): the
+    `calls=` counts of call edges whose callee (`cfn=`, names compressed as `(id) name` on first use) is one."""
+    names, callee, total = {}, None, 0
+    for line in dump.splitlines():
+        m = re.match(r"^(c?fn)=\((\d+)\)(?: (.*))?$", line)
+        if m:
+            if m.group(3):
+                names[m.group(2)] = m.group(3).split("'")[0]
+            callee = names.get(m.group(2)) if m.group(1) == "cfn" else None
+        elif line.startswith("calls=") and callee is not None:
+            if ALLOCATORS.match(callee):
+                total += int(line[6:].split()[0])
+            callee = None
+    return total
 
 
 def h2load(url, n, h1):
@@ -105,7 +126,7 @@ http {{ access_log off; keepalive_requests 1000000;
             "h1-tls-up": (f"http://127.0.0.1:{h1}/secure/bench", True), "h2c": (f"http://127.0.0.1:{h2c}/bench", False),
             "h2-tls": (f"https://127.0.0.1:{h2_tls}/bench", False)}
     control = ["callgrind_control", str(gw.pid)]
-    print(f"{'row':10} {'Ir/request':>12}   (N={N}, {BIN})")
+    print(f"{'row':10} {'Ir/request':>12} {'allocs/request':>14}   (N={N}, {BIN})")
     for dump, row in enumerate(ROWS, start=1):
         if row.startswith("rs256"):
             warm, measured = (distinct[N:], distinct[:N]) if row == "rs256" else ([minted.repeated] * 200, [minted.repeated] * N)
@@ -123,8 +144,9 @@ http {{ access_log off; keepalive_requests 1000000;
             if path.exists() and "totals:" in path.read_text(errors="replace"):
                 break
             time.sleep(0.1)
-        ir = int(re.search(r"^totals: (\d+)", path.read_text(errors="replace"), re.M).group(1))
-        print(f"{row:10} {ir / N:12.0f}", flush=True)
+        dump_text = path.read_text(errors="replace")
+        ir = int(re.search(r"^totals: (\d+)", dump_text, re.M).group(1))
+        print(f"{row:10} {ir / N:12.0f} {allocations(dump_text) / N:14.2f}", flush=True)
         if os.environ.get("KEEP"):
             Path(os.environ["KEEP"]).mkdir(parents=True, exist_ok=True)
             shutil.copy(path, Path(os.environ["KEEP"]) / f"{row}.callgrind")

@@ -41,10 +41,18 @@ public struct AppAttestAssertionVerifier: Sendable {
     public func verify(
         assertion: [UInt8], clientData: [UInt8], key: ECPublicKey, appID: String, previousCounter: UInt32
     ) -> Result<VerifiedAppAttestAssertion, AppAttestFailure> {
+        verify(assertion: assertion, clientData: clientData, key: key, rpIDHash: SHA256Hasher.hash(Array(appID.utf8)),
+               previousCounter: previousCounter)
+    }
+
+    /// `verify` with the App ID's SHA-256 already computed (the gateway hashes its App IDs once).
+    public func verify(
+        assertion: [UInt8], clientData: [UInt8], key: ECPublicKey, rpIDHash: [UInt8], previousCounter: UInt32
+    ) -> Result<VerifiedAppAttestAssertion, AppAttestFailure> {
         switch AppAttestAssertionObject.parse(assertion) {
         case .failure(let error): return .failure(.malformed(error.description))
         case .success(let object):
-            return check(object, clientData: clientData, key: key, appID: appID, previousCounter: previousCounter)
+            return check(object, clientData: clientData, key: key, rpIDHash: rpIDHash, previousCounter: previousCounter)
         }
     }
 
@@ -52,11 +60,12 @@ public struct AppAttestAssertionVerifier: Sendable {
         _ object: AppAttestAssertionObject, clientData: [UInt8], publicKey: [UInt8], appID: String, previousCounter: UInt32
     ) -> Result<VerifiedAppAttestAssertion, AppAttestFailure> {
         guard let key = ECPublicKey(uncompressedP256: publicKey) else { return .failure(.badPublicKey) }
-        return check(object, clientData: clientData, key: key, appID: appID, previousCounter: previousCounter)
+        return check(object, clientData: clientData, key: key, rpIDHash: SHA256Hasher.hash(Array(appID.utf8)),
+                     previousCounter: previousCounter)
     }
 
     private func check(
-        _ object: AppAttestAssertionObject, clientData: [UInt8], key: ECPublicKey, appID: String, previousCounter: UInt32
+        _ object: AppAttestAssertionObject, clientData: [UInt8], key: ECPublicKey, rpIDHash: [UInt8], previousCounter: UInt32
     ) -> Result<VerifiedAppAttestAssertion, AppAttestFailure> {
         let authData = object.authenticatorData
 
@@ -66,7 +75,7 @@ public struct AppAttestAssertionVerifier: Sendable {
         let nonce = hasher.finish()
         guard key.verifyES256(derSignature: object.signature, message: nonce) else { return .failure(.badSignature) }
 
-        guard authData.rpIdHash == SHA256Hasher.hash(Array(appID.utf8)) else { return .failure(.appIDMismatch) }
+        guard authData.rpIdHash == rpIDHash else { return .failure(.appIDMismatch) }
         // Strictly greater: an equal counter is a replayed assertion, a smaller one a cloned or rolled-back key.
         guard authData.signCount > previousCounter else { return .failure(.counterNotIncreasing) }
         return .success(VerifiedAppAttestAssertion(

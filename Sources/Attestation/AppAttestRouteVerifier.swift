@@ -119,18 +119,31 @@ public final class AppAttestRouteVerifier: CredentialVerifier {
         var fields = [VerdictField("X-Attest-Key-Id", key.keyID)]
         if let riskField { fields.append(riskField) }
         let passed = PassedCredential(appID: key.appID, fields: fields, consumption: .none)
-        let challenge = presented.challenge
+        let keyID = key.keyID
+        let unknownOrReplayed = StoreStep(operation: "appattest_key", run: { store throws(StateStoreError) in
+            // The compare-and-set also fails for a key no longer in the store (cached here before it was removed).
+            .done(.rejected(try store.key(id: keyID) == nil ? .unknownKeyID : .counterNotIncreasing))
+        }, failed: { _ in .done(.rejected(.counterNotIncreasing)) })
+        let failed: @Sendable (StateStoreError) -> VerifierStep = { [allowWhenUnavailable] error in
+            .done(allowWhenUnavailable && error.failsOpen ? .passedUnchecked(passed, .stateUnavailable) : .rejected(.stateUnavailable))
+        }
+        guard let challenge = presented.challenge else {
+            // The request binding: the compare-and-set alone, batched with the drain's others.
+            return .store(StoreStep(operation: "appattest_counter", advance: CounterAdvance(keyID: keyID, counter: verified.counter),
+                                    then: { advanced in
+                guard advanced else { return .store(unknownOrReplayed) }
+                self.onKeyUse(keyID)
+                return .done(.passed(passed))
+            }, failed: failed))
+        }
         let namespace = verifier.challengeNamespace
         return .store(StoreStep(operation: "appattest_counter", run: { store throws(StateStoreError) in
-            if let challenge, try !store.redeem(namespace: namespace, key: challenge, now: now) { return .done(.rejected(.challengeUnknown)) }
-            if try store.advanceCounter(keyID: key.keyID, to: verified.counter) {
-                self.onKeyUse(key.keyID)
+            if try !store.redeem(namespace: namespace, key: challenge, now: now) { return .done(.rejected(.challengeUnknown)) }
+            if try store.advanceCounter(keyID: keyID, to: verified.counter) {
+                self.onKeyUse(keyID)
                 return .done(.passed(passed))
             }
-            // The compare-and-set also fails for a key no longer in the store (cached here before it was removed).
-            return .done(.rejected(try store.key(id: key.keyID) == nil ? .unknownKeyID : .counterNotIncreasing))
-        }, failed: { [allowWhenUnavailable] error in
-            .done(allowWhenUnavailable && error.failsOpen ? .passedUnchecked(passed, .stateUnavailable) : .rejected(.stateUnavailable))
-        }))
+            return .store(unknownOrReplayed)
+        }, failed: failed))
     }
 }

@@ -136,11 +136,12 @@ public final class AppAttestVerifier: Sendable {
     /// `verifyAssertion` with the stored key already built (the gateway's key cache keeps it).
     public func verifyAssertion(_ assertion: [UInt8], clientData: [UInt8], key: ECPublicKey, keyAppID: String,
                                 keyEnvironment: String, previousCounter: UInt32) -> Result<VerifiedAppAttestAssertion, VerificationStatus> {
-        guard appIDs.contains(keyAppID), let env = AppAttestEnvironment(rawValue: keyEnvironment), environment.accepts(env) else {
+        guard let app = appIDs.firstIndex(of: keyAppID), let env = AppAttestEnvironment(rawValue: keyEnvironment),
+              environment.accepts(env) else {
             return .failure(.appNotAllowed)
         }
         switch AppAttestAssertionVerifier().verify(assertion: assertion, clientData: clientData, key: key,
-                                                   appID: keyAppID, previousCounter: previousCounter) {
+                                                   rpIDHash: appIDHashes[app], previousCounter: previousCounter) {
         case .failure(let failure): return .failure(failure.status)
         case .success(let verified):
             guard extensionsAllowed(category: verified.validationCategory, bundleVersion: verified.bundleVersion) else {

@@ -112,12 +112,26 @@ public struct StoreStep: Sendable {
     public let operation: String
     public let run: @Sendable (any AttestationStateStore) throws(StateStoreError) -> VerifierStep
     public let failed: @Sendable (StateStoreError) -> VerifierStep
+    /// Set when the work is one counter compare-and-set and what follows from its answer: the gateway then batches
+    /// it with the others of its drain (`advanceCounters(batch:)`, one commit) instead of running `run`, which does
+    /// the same one at a time.
+    public let counter: (advance: CounterAdvance, then: @Sendable (Bool) -> VerifierStep)?
 
     public init(operation: String, run: @escaping @Sendable (any AttestationStateStore) throws(StateStoreError) -> VerifierStep,
                 failed: @escaping @Sendable (StateStoreError) -> VerifierStep) {
         self.operation = operation
         self.run = run
         self.failed = failed
+        counter = nil
+    }
+
+    /// `advance`, then `then` with whether it stored the counter.
+    public init(operation: String, advance: CounterAdvance, then: @escaping @Sendable (Bool) -> VerifierStep,
+                failed: @escaping @Sendable (StateStoreError) -> VerifierStep) {
+        self.operation = operation
+        run = { store throws(StateStoreError) in then(try store.advanceCounter(keyID: advance.keyID, to: advance.counter)) }
+        self.failed = failed
+        counter = (advance, then)
     }
 }
 

@@ -3,16 +3,20 @@ internal import COpenSSL
 /// An ECDSA P-256 public key for ES256 verification (App Attest credential keys).
 ///
 /// Immutable and safe to share between threads: the `EVP_PKEY` is only read after construction and every
-/// verification uses its own context.
+/// verification uses its own context, duplicated from the one prepared per key (`PreparedVerify`).
 public final class ECPublicKey: @unchecked Sendable {
     package let pkey: OpaquePointer
     /// The 65-byte uncompressed point `04 ‖ X ‖ Y` the key was built from.
     public let uncompressedPoint: [UInt8]
+    /// The prepared verification (`PreparedVerify`); nil when OpenSSL could not prepare it: each verification then
+    /// builds its own context.
+    private let prepared: PreparedVerify?
 
     /// Takes ownership of `pkey` (freed in `deinit`).
     init(owning pkey: OpaquePointer, point: [UInt8]) {
         self.pkey = pkey
         self.uncompressedPoint = point
+        prepared = PreparedVerify(pkey, rsaPKCS1Padding: false)
     }
 
     deinit { EVP_PKEY_free(pkey) }
@@ -41,7 +45,11 @@ public final class ECPublicKey: @unchecked Sendable {
     /// Verifies a DER ECDSA signature over SHA-256(`message`) — the normal ES256 meaning, in which OpenSSL hashes
     /// `message` itself. App Attest assertions sign the 32-byte nonce *as a message*, so it is hashed once more here.
     public func verifyES256(derSignature: [UInt8], message: [UInt8]) -> Bool {
-        guard !derSignature.isEmpty, let ctx = OpenSSLOwned.mdContext() else { return false }
+        guard !derSignature.isEmpty else { return false }
+        if let prepared {
+            return derSignature.withUnsafeBytes { s in message.withUnsafeBytes { m in prepared.verify(signature: s, message: m) } }
+        }
+        guard let ctx = OpenSSLOwned.mdContext() else { return false }
         guard EVP_DigestVerifyInit(ctx.raw, nil, EVP_sha256(), nil, pkey) == 1 else {
             ERR_clear_error()
             return false

@@ -18,9 +18,9 @@ public final class RSAPublicKey: @unchecked Sendable {
     public static let maximumBits = 8192
 
     let pkey: OpaquePointer
-    /// `EVP_PKEY_verify_init` done, padding and digest set; only duplicated afterwards (never used itself). Nil when
-    /// OpenSSL could not prepare it: each verification then builds its own context (the path used before).
-    private let verifyTemplate: OpaquePointer?
+    /// The prepared verification (`PreparedVerify`); nil when OpenSSL could not prepare it: each verification then
+    /// builds its own context (the path used before).
+    private let prepared: PreparedVerify?
     /// Modulus size in bits.
     public let bits: Int
     /// Modulus size in bytes: an RS256 signature has exactly this length.
@@ -31,27 +31,10 @@ public final class RSAPublicKey: @unchecked Sendable {
         self.pkey = pkey
         bits = Int(EVP_PKEY_get_bits(pkey))
         signatureLength = Int(EVP_PKEY_get_size(pkey))
-        verifyTemplate = Self.prepareVerify(pkey)
+        prepared = PreparedVerify(pkey, rsaPKCS1Padding: true)
     }
 
-    deinit {
-        EVP_PKEY_CTX_free(verifyTemplate)
-        EVP_PKEY_free(pkey)
-    }
-
-    /// SHA-256, fetched once (an explicit fetch: the implicit one behind `EVP_sha256()` repeats the lookup per use).
-    nonisolated(unsafe) private static let sha256: OpaquePointer? = EVP_MD_fetch(nil, "SHA256", nil)
-
-    private static func prepareVerify(_ pkey: OpaquePointer) -> OpaquePointer? {
-        guard let md = sha256, let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { return nil }
-        guard EVP_PKEY_verify_init(ctx) == 1, EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PADDING) == 1,
-              EVP_PKEY_CTX_set_signature_md(ctx, md) == 1 else {
-            EVP_PKEY_CTX_free(ctx)
-            ERR_clear_error()
-            return nil
-        }
-        return ctx
-    }
+    deinit { EVP_PKEY_free(pkey) }
 
     /// A key from its modulus and public exponent, big-endian unsigned (as in a JWK's `n` and `e`).
     /// Leading zero bytes are ignored.
@@ -129,9 +112,7 @@ public final class RSAPublicKey: @unchecked Sendable {
     public func verifyRS256(signature: UnsafeRawBufferPointer, message: UnsafeRawBufferPointer) -> Bool {
         // A PKCS#1 v1.5 signature is exactly the modulus length; refuse anything else before touching OpenSSL.
         guard signature.count == signatureLength, let sig = signature.baseAddress else { return false }
-        if let template = verifyTemplate, let md = Self.sha256 {
-            return verifyPrepared(template, md, sig.assumingMemoryBound(to: UInt8.self), signature.count, message)
-        }
+        if let prepared { return prepared.verify(signature: signature, message: message) }
         guard let ctx = OpenSSLOwned.mdContext() else { return false }
         guard EVP_DigestVerifyInit(ctx.raw, nil, EVP_sha256(), nil, pkey) == 1 else {
             ERR_clear_error()
@@ -145,26 +126,6 @@ public final class RSAPublicKey: @unchecked Sendable {
         // confuse the next OpenSSL call on this thread.
         if result != 1 { ERR_clear_error() }
         return result == 1
-    }
-
-    /// SHA-256 of `message`, then the RSA verification on a duplicate of the prepared context.
-    private func verifyPrepared(_ template: OpaquePointer, _ md: OpaquePointer, _ sig: UnsafePointer<UInt8>, _ sigLength: Int,
-                                _ message: UnsafeRawBufferPointer) -> Bool {
-        var digest = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
-        return withUnsafeMutableBytes(of: &digest) { out -> Bool in
-            let d = out.baseAddress!.assumingMemoryBound(to: UInt8.self)
-            var length: UInt32 = 0
-            guard EVP_Digest(message.baseAddress, message.count, d, &length, md, nil) == 1, length == 32,
-                  let ctx = EVP_PKEY_CTX_dup(template) else {
-                ERR_clear_error()
-                return false
-            }
-            defer { EVP_PKEY_CTX_free(ctx) }
-            // Only 1 is success (0: a bad signature, negative: an error).
-            let result = EVP_PKEY_verify(ctx, sig, sigLength, d, 32)
-            if result != 1 { ERR_clear_error() }
-            return result == 1
-        }
     }
 
     /// Array convenience for `verifyRS256(signature:message:)`.

@@ -54,6 +54,18 @@ extension ProxyExchange {
                 respondLocal(.verifierUnavailable(), close: true)
                 return
             }
+            if let (advance, then) = work.counter {
+                waitOffLoop()
+                state.advanceCounter(advance, loop: worker.loop, owner: self) { conn, result in
+                    guard conn.backOnLoop() else { return }
+                    switch result {
+                    case .success(let advanced): conn.resume(then(advanced), verifier: i)
+                    case .failure(let error): conn.resume(work.failed(error), verifier: i)
+                    }
+                    conn.resumeAfterStateWork()
+                }
+                return
+            }
             offLoop(state, work.operation, { store in
                 Result { () throws(StateStoreError) in try work.run(store) }
             }) { conn, result in

@@ -24,6 +24,7 @@ public final class StateService: Sendable {
     /// drain) or any other store call.
     private enum Pending: @unchecked Sendable {   // the closures only ever run their results on their loop
         case consume(ConsumeRequest, now: Int64, deliver: (Result<Bool, StateStoreError>) -> Void)
+        case counter(CounterAdvance, deliver: (Result<Bool, StateStoreError>) -> Void)
         case call(op: String, () -> Void)
     }
 
@@ -48,6 +49,15 @@ public final class StateService: Sendable {
         let item = Pending.consume(ConsumeRequest(namespace: namespace, key: key, expiresAt: expiresAt), now: now) { result in
             loop.execute { bound.value.1(bound.value.0, result) }
         }
+        pending.withLock { state in state.items.append(item) }
+    }
+
+    /// An App Attest counter compare-and-set off the loop, batched like consumes (`advanceCounters(batch:)`: one
+    /// SQLite commit, one Redis script, per drain); `done` runs on `loop` with the result.
+    func advanceCounter<Owner: AnyObject>(_ advance: CounterAdvance, loop: EventLoop, owner: Owner,
+                                          _ done: @escaping (Owner, Result<Bool, StateStoreError>) -> Void) {
+        let bound = LoopBound(value: (owner, done))
+        let item = Pending.counter(advance) { result in loop.execute { bound.value.1(bound.value.0, result) } }
         pending.withLock { state in state.items.append(item) }
     }
 
@@ -94,19 +104,31 @@ public final class StateService: Sendable {
         }
         guard !batch.isEmpty else { return }
         var consumes: [(request: ConsumeRequest, now: Int64, deliver: (Result<Bool, StateStoreError>) -> Void)] = []
+        var counters: [(advance: CounterAdvance, deliver: (Result<Bool, StateStoreError>) -> Void)] = []
         for item in batch {
             switch item {
             case .consume(let request, let now, let deliver): consumes.append((request, now, deliver))
+            case .counter(let advance, let deliver): counters.append((advance, deliver))
             case .call(_, let run): run()
             }
         }
+        if !counters.isEmpty {
+            let results = measured("counter_batch") { store.advanceCounters(batch: counters.map(\.advance)) }
+            for (item, result) in zip(counters, results) { item.deliver(result) }
+        }
         guard !consumes.isEmpty else { return }
         let now = consumes.map(\.now).min() ?? 0
+        let results = measured("consume_batch") { store.consumeOnce(batch: consumes.map(\.request), now: now) }
+        for (item, result) in zip(consumes, results) { item.deliver(result) }
+    }
+
+    /// Runs a batch call, recording its time and its first failure in the state-store metrics under `op`.
+    private func measured(_ op: String, _ body: () -> [Result<Bool, StateStoreError>]) -> [Result<Bool, StateStoreError>] {
         let started = MonotonicClock.nowMicros()
-        let results = store.consumeOnce(batch: consumes.map(\.request), now: now)
+        let results = body()
         var failure: String? = nil
         for case .failure(let e) in results { failure = e.label; break }
-        ProcessMetrics.shared.stateOperation("consume_batch", micros: MonotonicClock.nowMicros() &- started, error: failure)
-        for (item, result) in zip(consumes, results) { item.deliver(result) }
+        ProcessMetrics.shared.stateOperation(op, micros: MonotonicClock.nowMicros() &- started, error: failure)
+        return results
     }
 }

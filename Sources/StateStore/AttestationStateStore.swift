@@ -122,6 +122,10 @@ public protocol AttestationStateStore: Sendable {
     /// Compare-and-set: stores `newValue` only if it is greater than the stored counter. True when it did; false
     /// when the stored value was already ≥ `newValue` or the key is unknown.
     func advanceCounter(keyID: String, to newValue: UInt32) throws(StateStoreError) -> Bool
+    /// Several compare-and-sets, results in order, each with `advanceCounter`'s meaning, applied in order (two for
+    /// one key in a batch: the second compares with what the first stored). A requirement for the same reason as
+    /// `consumeOnce(batch:)`: SQLite makes the batch one transaction, Redis one script or one pipeline per master.
+    func advanceCounters(batch: [CounterAdvance]) -> [Result<Bool, StateStoreError>]
 
     func putReceipt(keyID: String, _ receipt: ReceiptRecord) throws(StateStoreError)
     func receipt(keyID: String) throws(StateStoreError) -> ReceiptRecord?
@@ -180,6 +184,31 @@ extension AttestationStateStore {
         batch.map { r in
             do { return .success(try consumeOnce(namespace: r.namespace, key: r.key, expiresAt: r.expiresAt, now: now)) } catch {
                 return .failure(error as? StateStoreError ?? StateStoreError(.unavailable, "\(error)"))
+            }
+        }
+    }
+}
+
+/// One compare-and-set in a batch (see `advanceCounters(batch:)`).
+public struct CounterAdvance: Sendable, Equatable {
+    public var keyID: String
+    public var counter: UInt32
+    public init(keyID: String, counter: UInt32) {
+        self.keyID = keyID
+        self.counter = counter
+    }
+}
+
+extension AttestationStateStore {
+    /// The batch one `advanceCounter` at a time (the default, and a backend's fallback).
+    public func advanceCounters(batch: [CounterAdvance]) -> [Result<Bool, StateStoreError>] {
+        advanceEach(batch: batch)
+    }
+
+    public func advanceEach(batch: [CounterAdvance]) -> [Result<Bool, StateStoreError>] {
+        batch.map { a in
+            do throws(StateStoreError) { return .success(try advanceCounter(keyID: a.keyID, to: a.counter)) } catch {
+                return .failure(error)
             }
         }
     }

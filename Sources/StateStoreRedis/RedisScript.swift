@@ -10,7 +10,7 @@ struct RedisScript: Sendable {
     let source: String
 
     static let all: [RedisScript] = [consume, registerKey, advanceCounter, keysForApp, putReceipt, takeToken, registerKeyRecord, listKeyID,
-                                     consumeMany]
+                                     consumeMany, advanceCounterMany]
 
     /// Records a one-time value (`consumeOnce` and `issue`; they differ only in the key's kind).
     /// KEYS[1] = the one-time value's key; ARGV = expiresAt, now (caller's unix seconds), lifetime in ms (≥ 1).
@@ -77,6 +77,24 @@ struct RedisScript: Sendable {
           return 1
         end
         return 0
+        """)
+
+    /// `advanceCounter` for several keys in one call (a drain's App Attest assertions). KEYS = the key hashes;
+    /// ARGV[i] = key i's new counter. Returns 1 or 0 per key, in order; a key given twice compares its second
+    /// counter with what the first stored, as one at a time would. Layout 1 only (on a Cluster the keys are in
+    /// different slots).
+    static let advanceCounterMany = RedisScript(id: 9, name: "advanceCounterMany", source: """
+        local out = {}
+        for i = 1, #KEYS do
+          local c = tonumber(redis.call('HGET', KEYS[i], 'counter'))
+          if c ~= nil and c < tonumber(ARGV[i]) then
+            redis.call('HSET', KEYS[i], 'counter', ARGV[i])
+            out[i] = 1
+          else
+            out[i] = 0
+          end
+        end
+        return out
         """)
 
     /// KEYS[1] = the app's key list; ARGV[1] = the key-hash prefix. Returns {{id, {field, value, …}}, …} in

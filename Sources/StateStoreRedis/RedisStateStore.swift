@@ -143,79 +143,106 @@ public final class RedisStateStore: AttestationStateStore {
         }
     }
 
-    /// The most values one `RedisScript.consumeMany` call takes (a larger drain is split): bounds the script's run,
-    /// during which the server answers nobody else.
+    /// The most values one `RedisScript.consumeMany` or `advanceCounterMany` call takes, and the most calls one
+    /// Cluster pipeline carries (a larger drain is split): bounds the script's run, during which the server answers
+    /// nobody else.
     static let maxConsumesPerScript = 128
 
     /// One server (url, sentinel): the batch as `RedisScript.consumeMany` calls of up to `maxConsumesPerScript`
     /// values, each one round trip and one `WAIT`. A call that fails fails each of its values (none is reported
     /// consumed before its reply: a lost reply may have consumed them, which a retry then sees as a replay — the
-    /// fail-closed side). A Cluster: `consumePipelined` (the keys are in different slots, so no one script takes them).
+    /// fail-closed side). A Cluster: one `consume` script per value, pipelined per master (the keys are in different
+    /// slots, so no one script takes them).
     public func consumeOnce(batch: [ConsumeRequest], now: Int64) -> [Result<Bool, StateStoreError>] {
         guard batch.count > 1 else { return consumeEach(batch: batch, now: now) }
-        if let cluster = client as? RedisClusterClient { return consumePipelined(batch, now: now, on: cluster) }
+        let names = batch.map { keys.oneTimeValue(namespace: $0.namespace, key: $0.key) }
+        if let cluster = client as? RedisClusterClient {
+            return pipelined(names, RedisScript.consume, "consumeOnce", on: cluster, arguments: { i, c in
+                c.append(batch[i].expiresAt)
+                c.append(now)
+                c.append(Self.lifetimeMillis(expiresAt: batch[i].expiresAt, now: now))
+            }, alone: { i throws(StateStoreError) in
+                try self.recordOnce(names[i], expiresAt: batch[i].expiresAt, now: now, what: "consumeOnce")
+            })
+        }
+        return inScripts(names, RedisScript.consumeMany, "consumeMany") { range, c in
+            c.append(now)
+            for r in batch[range] {
+                c.append(r.expiresAt)
+                c.append(Self.lifetimeMillis(expiresAt: r.expiresAt, now: now))
+            }
+        }
+    }
+
+    /// Compare-and-sets as `consumeOnce(batch:)` does consumes: `RedisScript.advanceCounterMany` calls on one
+    /// server, one `advanceCounter` script per key pipelined per master on a Cluster. A call that fails fails each
+    /// of its counters (its reply may be lost after it ran: the assertion is refused and the device's next one, with
+    /// a higher counter, still passes).
+    public func advanceCounters(batch: [CounterAdvance]) -> [Result<Bool, StateStoreError>] {
+        guard batch.count > 1 else { return advanceEach(batch: batch) }
+        let names = batch.map { keys.attestedKey($0.keyID) }
+        if let cluster = client as? RedisClusterClient {
+            return pipelined(names, RedisScript.advanceCounter, "advanceCounter", on: cluster, arguments: { i, c in
+                c.append(Int64(batch[i].counter))
+            }, alone: { i throws(StateStoreError) in try self.advanceCounter(keyID: batch[i].keyID, to: batch[i].counter) })
+        }
+        return inScripts(names, RedisScript.advanceCounterMany, "advanceCounterMany") { range, c in
+            for a in batch[range] { c.append(Int64(a.counter)) }
+        }
+    }
+
+    /// One server: `script` (KEYS = a chunk of `names`, then what `arguments` appends for that chunk's range) per
+    /// chunk of up to `maxConsumesPerScript`, each answering 1 or 0 per key; a failed call fails each of its keys.
+    private func inScripts(_ names: [String], _ script: RedisScript, _ what: String,
+                           arguments: (Range<Int>, inout RedisCommand) -> Void) -> [Result<Bool, StateStoreError>] {
         var results: [Result<Bool, StateStoreError>] = []
-        results.reserveCapacity(batch.count)
-        for start in stride(from: 0, to: batch.count, by: Self.maxConsumesPerScript) {
-            let chunk = batch[start..<min(start + Self.maxConsumesPerScript, batch.count)]
+        results.reserveCapacity(names.count)
+        for start in stride(from: 0, to: names.count, by: Self.maxConsumesPerScript) {
+            let range = start..<min(start + Self.maxConsumesPerScript, names.count)
             do throws(StateStoreError) {
-                results += try consumeMany(chunk, now: now).map { .success($0) }
+                try checkLayout()
+                let reply = try client.eval(script) { c in
+                    c.append(Int64(range.count))
+                    for name in names[range] { c.append(name) }
+                    arguments(range, &c)
+                }
+                guard case .array(let flags) = reply, flags.count == range.count else { throw reply.unexpected(what) }
+                for flag in flags { results.append(.success(try Self.flag(flag, what))) }
             } catch {
-                results += chunk.map { _ in .failure(error) }
+                results += range.map { _ in .failure(error) }
             }
         }
         return results
     }
 
-    /// A Cluster: one `consume` script per value, pipelined per master (`RedisClusterClient.evalPipelined`); a value
-    /// whose call did not run there (a redirect) is consumed on its own, following the redirect.
-    private func consumePipelined(_ batch: [ConsumeRequest], now: Int64, on cluster: RedisClusterClient)
-        -> [Result<Bool, StateStoreError>] {
-        do throws(StateStoreError) { try checkLayout() } catch { return batch.map { _ in .failure(error) } }
-        let names = batch.map { keys.oneTimeValue(namespace: $0.namespace, key: $0.key) }
+    /// A Cluster: `script` once per key (KEYS[1] = `names[i]`, then what `arguments(i, …)` appends), pipelined per
+    /// master (`RedisClusterClient.evalPipelined`) in chunks of `maxConsumesPerScript`; a call that did not run
+    /// there (a redirect) runs on its own through `alone(i)`, which follows the redirect.
+    private func pipelined(_ names: [String], _ script: RedisScript, _ what: String, on cluster: RedisClusterClient,
+                           arguments: (Int, inout RedisCommand) -> Void,
+                           alone: (Int) throws(StateStoreError) -> Bool) -> [Result<Bool, StateStoreError>] {
+        do throws(StateStoreError) { try checkLayout() } catch { return names.map { _ in .failure(error) } }
         var replies: [Result<RedisReply, StateStoreError>?] = []
-        replies.reserveCapacity(batch.count)
-        // At most maxConsumesPerScript calls in flight: bounds each master's pipeline.
-        for start in stride(from: 0, to: batch.count, by: Self.maxConsumesPerScript) {
-            let end = min(start + Self.maxConsumesPerScript, batch.count)
-            replies += cluster.evalPipelined(RedisScript.consume, write: true, keys: Array(names[start..<end])) { j, c in
-                let i = start + j
+        replies.reserveCapacity(names.count)
+        for start in stride(from: 0, to: names.count, by: Self.maxConsumesPerScript) {
+            let end = min(start + Self.maxConsumesPerScript, names.count)
+            replies += cluster.evalPipelined(script, write: true, keys: Array(names[start..<end])) { j, c in
                 c.append("1")
-                c.append(names[i])
-                c.append(batch[i].expiresAt)
-                c.append(now)
-                c.append(Self.lifetimeMillis(expiresAt: batch[i].expiresAt, now: now))
+                c.append(names[start + j])
+                arguments(start + j, &c)
             }
         }
-        return zip(batch.indices, replies).map { i, reply -> Result<Bool, StateStoreError> in
+        return zip(names.indices, replies).map { i, reply -> Result<Bool, StateStoreError> in
             do throws(StateStoreError) {
                 switch reply {
-                case .success(let r)?: return .success(try Self.flag(r, "consumeOnce"))
+                case .success(let r)?: return .success(try Self.flag(r, what))
                 case .failure(let e)?: return .failure(e)
-                case nil: return .success(try recordOnce(names[i], expiresAt: batch[i].expiresAt, now: now, what: "consumeOnce"))
+                case nil: return .success(try alone(i))
                 }
             } catch {
                 return .failure(error)
             }
         }
-    }
-
-    private func consumeMany(_ chunk: ArraySlice<ConsumeRequest>, now: Int64) throws(StateStoreError) -> [Bool] {
-        try checkLayout()
-        let reply = try client.eval(RedisScript.consumeMany) { c in
-            c.append(Int64(chunk.count))
-            for r in chunk { c.append(keys.oneTimeValue(namespace: r.namespace, key: r.key)) }
-            c.append(now)
-            for r in chunk {
-                c.append(r.expiresAt)
-                c.append(Self.lifetimeMillis(expiresAt: r.expiresAt, now: now))
-            }
-        }
-        guard case .array(let flags) = reply, flags.count == chunk.count else { throw reply.unexpected("consumeMany") }
-        var consumed: [Bool] = []
-        consumed.reserveCapacity(flags.count)
-        for flag in flags { consumed.append(try Self.flag(flag, "consumeMany")) }
-        return consumed
     }
 
     /// A value already past its expiry is still recorded (it is not "recorded and unexpired"); it is stored for 1 ms

@@ -48,15 +48,23 @@ extension SQLiteStateStore {
     }
 
     public func advanceCounter(keyID: String, to newValue: UInt32) throws(StateStoreError) -> Bool {
-        try withConnection { connection throws(StateStoreError) in
-            // Compare-and-set in one statement: the write lock makes the comparison and the store atomic.
-            try connection.withStatement("UPDATE keys SET counter = ?1 WHERE key_id = ?2 AND counter < ?1") {
-                statement throws(StateStoreError) in
-                try statement.bind(1, Int64(newValue))
-                try statement.bind(2, keyID)
-                _ = try statement.step()
-                return connection.changes == 1
-            }
+        try withConnection { connection throws(StateStoreError) in try Self.advanceCounter(connection, keyID: keyID, to: newValue) }
+    }
+
+    /// A drain's compare-and-sets in one transaction (one commit for all), as `consumeOnce(batch:)`.
+    public func advanceCounters(batch: [CounterAdvance]) -> [Result<Bool, StateStoreError>] {
+        inOneTransaction(batch) { connection, a throws(StateStoreError) in try Self.advanceCounter(connection, keyID: a.keyID, to: a.counter) }
+    }
+
+    /// Compare-and-set in one statement on the caller's locked connection: the write lock makes the comparison and
+    /// the store atomic.
+    private static func advanceCounter(_ connection: SQLiteConnection, keyID: String, to newValue: UInt32) throws(StateStoreError) -> Bool {
+        try connection.withStatement("UPDATE keys SET counter = ?1 WHERE key_id = ?2 AND counter < ?1") {
+            statement throws(StateStoreError) in
+            try statement.bind(1, Int64(newValue))
+            try statement.bind(2, keyID)
+            _ = try statement.step()
+            return connection.changes == 1
         }
     }
 

@@ -68,28 +68,30 @@ public final class SQLiteStateStore: AttestationStateStore {
     /// The whole batch in one transaction, so one commit serves every request waiting for it. If the
     /// transaction fails, every request in it fails (nothing was consumed): no result is reported before the commit.
     public func consumeOnce(batch: [ConsumeRequest], now: Int64) -> [Result<Bool, StateStoreError>] {
-        if batch.count == 1 {
-            let r = batch[0]
-            do { return [.success(try consumeOnce(namespace: r.namespace, key: r.key, expiresAt: r.expiresAt, now: now))] } catch {
-                return [.failure(error)]
-            }
+        inOneTransaction(batch) { connection, r throws(StateStoreError) in
+            try Self.recordOnce(Self.consumeSQL, connection, namespace: r.namespace, key: r.key, expiresAt: r.expiresAt, now: now)
         }
+    }
+
+    /// `each` for every element on the locked connection, in one IMMEDIATE transaction (a single element: on its
+    /// own, which is one statement's transaction anyway). No result is reported before the commit; a failure
+    /// anywhere rolls the whole batch back and fails each element.
+    func inOneTransaction<Element>(_ batch: [Element], _ each: (SQLiteConnection, Element) throws(StateStoreError) -> Bool)
+        -> [Result<Bool, StateStoreError>] {
         do throws(StateStoreError) {
             let results = try withConnection { connection throws(StateStoreError) -> [Bool] in
+                if batch.count == 1 { return [try each(connection, batch[0])] }
                 try connection.execute("BEGIN IMMEDIATE")
-                var consumed: [Bool] = []
-                consumed.reserveCapacity(batch.count)
+                var done: [Bool] = []
+                done.reserveCapacity(batch.count)
                 do throws(StateStoreError) {
-                    for r in batch {
-                        consumed.append(try Self.recordOnce(Self.consumeSQL, connection, namespace: r.namespace,
-                                                            key: r.key, expiresAt: r.expiresAt, now: now))
-                    }
+                    for element in batch { done.append(try each(connection, element)) }
                     try connection.execute("COMMIT")
                 } catch {
                     try? connection.execute("ROLLBACK")
                     throw error
                 }
-                return consumed
+                return done
             }
             return results.map { Result<Bool, StateStoreError>.success($0) }
         } catch {

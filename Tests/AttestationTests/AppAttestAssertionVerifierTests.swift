@@ -142,6 +142,25 @@ import GatewayCrypto
         guard case .failure(.malformed) = garbage.result else { Issue.record("expected malformed, got \(garbage.result)"); return }
     }
 
+    /// The prepared verify (a duplicated context) takes exactly what a context built per call takes: the DER
+    /// signature as signed, nothing with a byte added, dropped or a length changed, and not the raw `R ‖ S` form.
+    @Test(arguments: AppAttestVector.withAssertions)
+    func onlyTheExactDERSignatureVerifies(_ v: AppAttestVector) throws {
+        let a = v.assertions[0]
+        let object = try AppAttestAssertionObject.parse(a.assertion).get()
+        let nonce = SHA256Hasher.hash(object.authenticatorData.bytes + SHA256Hasher.hash(a.clientData))
+        let key = try #require(ECPublicKey(uncompressedP256: a.publicKey))
+        let der = object.signature
+        #expect(key.verifyES256(derSignature: der, message: nonce))
+        var longer = der
+        longer[1] += 1
+        for variant in [der + [0], Array(der.dropLast()), longer, [], [0x30, 0x00], Array(der.dropFirst(2))] {
+            #expect(!key.verifyES256(derSignature: variant, message: nonce), "\(variant)")
+        }
+        #expect(!key.verifyES256(derSignature: der, message: nonce + [0]))
+        #expect(key.verifyES256(derSignature: der, message: nonce), "a failure leaves the prepared context usable")
+    }
+
     @Test func invalidPublicKeyIsRejected() {
         let v = AppAttestVector.withAssertions[0], a = v.assertions[0]
         var point = a.publicKey

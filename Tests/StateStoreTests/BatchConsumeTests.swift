@@ -44,7 +44,11 @@ import StateStoreSQLite
 @Suite struct BatchConsumeDispatchTests {
     final class CountingStore: AttestationStateStore, @unchecked Sendable {
         let inner = MemoryStateStore()
-        var batches = 0
+        var batches = 0, counterBatches = 0
+        func advanceCounters(batch: [CounterAdvance]) -> [Result<Bool, StateStoreError>] {
+            counterBatches += 1
+            return advanceEach(batch: batch)
+        }
         func consumeOnce(batch: [ConsumeRequest], now: Int64) -> [Result<Bool, StateStoreError>] {
             batches += 1
             return batch.map { r in Result { () throws(StateStoreError) in
@@ -84,5 +88,15 @@ import StateStoreSQLite
                                                 ConsumeRequest(namespace: "n", key: "b", expiresAt: 10)], now: 1)
         #expect(results.map { try? $0.get() } == [true, true])
         #expect(counting.batches == 1)
+    }
+
+    @Test func theBackendsCounterBatchIsWhatAnExistentialReaches() throws {
+        let counting = CountingStore()
+        let store: any AttestationStateStore = counting
+        #expect(try store.registerKey(AttestedKeyRecord(keyID: "k", appID: "a", publicKey: [4], counter: 0, environment: "production",
+                                                        createdAt: 1)))
+        let results = store.advanceCounters(batch: [CounterAdvance(keyID: "k", counter: 1), CounterAdvance(keyID: "k", counter: 1)])
+        #expect(results.map { try? $0.get() } == [true, false])
+        #expect(counting.counterBatches == 1)
     }
 }

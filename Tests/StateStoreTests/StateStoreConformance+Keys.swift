@@ -111,6 +111,63 @@ extension StateStoreConformance {
         #expect(violations == 0, "a success stored a value not above an earlier success")
     }
 
+    /// `advanceCounters(batch:)` through the existential (what the gateway calls): each result means what one
+    /// `advanceCounter` would, applied in order — a repeat or a lower value after a higher one in the same batch
+    /// fails, an unknown key fails and is not created — also across the chunks a backend splits 300 into.
+    static func batchCounterAdvance(_ store: any AttestationStateStore, _ run: Run) throws {
+        let a = run.key("a", app: "app", counter: 5), b = run.key("b", app: "app"), c = run.key("c", app: "app", counter: 10)
+        for record in [a, b, c] { #expect(try store.registerKey(record)) }
+        let unknown = run.name("unknown")
+        let plan: [(AttestedKeyRecord?, Int)] = [(a, 6), (a, 6), (a, 7), (b, 1), (nil, 1), (c, 9), (a, 5), (c, 11)]
+        let small = plan.map { key, counter in
+            CounterAdvance(keyID: key?.keyID ?? unknown, counter: UInt32(counter))
+        }
+        #expect(store.advanceCounters(batch: small).map { try? $0.get() } == [true, false, true, true, false, false, false, true])
+        #expect(try store.key(id: a.keyID)?.counter == 7)
+        #expect(try store.key(id: b.keyID)?.counter == 1)
+        #expect(try store.key(id: c.keyID)?.counter == 11)
+        #expect(try store.key(id: unknown) == nil, "an unknown key is not created")
+        // 300 advances over the three keys, each key's values rising but every 40th repeating the one before.
+        var stored = [a.keyID: UInt32(7), b.keyID: 1, c.keyID: 11]
+        var big: [CounterAdvance] = [], expected: [Bool] = []
+        for i in 0..<300 {
+            let keyID = [a, b, c][i % 3].keyID
+            let counter = i % 40 == 39 ? stored[keyID]! : stored[keyID]! + UInt32(1 + i % 2)
+            big.append(CounterAdvance(keyID: keyID, counter: counter))
+            expected.append(counter > stored[keyID]!)
+            stored[keyID] = max(stored[keyID]!, counter)
+        }
+        #expect(store.advanceCounters(batch: big).map { try? $0.get() } == expected)
+        for record in [a, b, c] { #expect(try store.key(id: record.keyID)?.counter == stored[record.keyID]) }
+        #expect(store.advanceCounters(batch: []).isEmpty)
+        #expect(store.advanceCounters(batch: [big[0]]).map { try? $0.get() } == [false])
+        #expect(store.advanceCounters(batch: [CounterAdvance(keyID: a.keyID, counter: stored[a.keyID]! + 1)]).map { try? $0.get() } == [true])
+    }
+
+    /// 8 threads each advance the same 20 keys through 1…10 (200 advances in one batch, each thread in its own
+    /// order): no value is stored twice for a key, each key ends at 10, and within a batch a key's successes rise.
+    static func concurrentCounterBatches(_ store: any AttestationStateStore, _ run: Run) throws {
+        let records = (0..<20).map { run.key("k\($0)", app: "app") }
+        for record in records { #expect(try store.registerKey(record)) }
+        let work = records.indices.flatMap { k in (1...10).map { (key: k, value: UInt32($0)) } }
+        let outcomes = try ThreadRace.run(threads: 8) { _ -> [(key: Int, value: UInt32, won: Bool)] in
+            let order = work.shuffled()
+            let results = store.advanceCounters(batch: order.map { CounterAdvance(keyID: records[$0.key].keyID, counter: $0.value) })
+            return zip(order, results).map { ($0.key, $0.value, (try? $1.get()) == true) }
+        }
+        var winners: [String: Int] = [:]
+        for batch in outcomes {
+            var highest = [Int: UInt32]()
+            for o in batch where o.won {
+                winners["\(o.key).\(o.value)", default: 0] += 1
+                #expect(o.value > highest[o.key, default: 0], "a success in a batch below an earlier one for its key")
+                highest[o.key] = o.value
+            }
+        }
+        #expect(winners.values.allSatisfy { $0 == 1 }, "a value stored twice for one key")
+        for record in records { #expect(try store.key(id: record.keyID)?.counter == 10) }
+    }
+
     static func receipts(_ store: any AttestationStateStore, _ run: Run) throws {
         let keyID = run.name("key")
         #expect(try store.receipt(keyID: keyID) == nil)

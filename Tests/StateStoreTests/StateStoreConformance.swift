@@ -29,6 +29,8 @@ struct StateStoreConformance {
         case keyAttestationExtensionsRoundTrip
         case counterCompareAndSet
         case concurrentCounterAdvance
+        case batchCounterAdvance
+        case concurrentCounterBatches
         case receipts
         case sweepKeepsLiveValues
         case issueThenRedeemOnce
@@ -74,6 +76,8 @@ struct StateStoreConformance {
         case .keyAttestationExtensionsRoundTrip: try Self.keyAttestationExtensionsRoundTrip(store, run)
         case .counterCompareAndSet: try Self.counterCompareAndSet(store, run)
         case .concurrentCounterAdvance: try Self.concurrentCounterAdvance(store, run)
+        case .batchCounterAdvance: try Self.batchCounterAdvance(store, run)
+        case .concurrentCounterBatches: try Self.concurrentCounterBatches(store, run)
         case .receipts: try Self.receipts(store, run)
         case .sweepKeepsLiveValues: try Self.sweepKeepsLiveValues(store, run)
         case .issueThenRedeemOnce: try Self.issueThenRedeemOnce(store, run)
