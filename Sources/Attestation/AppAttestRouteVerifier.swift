@@ -123,7 +123,7 @@ public final class AppAttestRouteVerifier: CredentialVerifier {
         let unknownOrReplayed = StoreStep(operation: "appattest_key", run: { store throws(StateStoreError) in
             // The compare-and-set also fails for a key no longer in the store (cached here before it was removed).
             .done(.rejected(try store.key(id: keyID) == nil ? .unknownKeyID : .counterNotIncreasing))
-        }, failed: { _ in .done(.rejected(.counterNotIncreasing)) })
+        }, failed: { _ in .done(.rejected(.stateUnavailable)) })   // refused either way: the counter was not advanced
         let failed: @Sendable (StateStoreError) -> VerifierStep = { [allowWhenUnavailable] error in
             .done(allowWhenUnavailable && error.failsOpen ? .passedUnchecked(passed, .stateUnavailable) : .rejected(.stateUnavailable))
         }

@@ -3,8 +3,8 @@ internal import COpenSSL
 /// A signature check over SHA-256 prepared once per public key: a verify context with the digest (and for RSA the
 /// PKCS#1 v1.5 padding) set, which each verification duplicates (`EVP_PKEY_CTX_dup`) instead of building a context
 /// with `EVP_DigestVerifyInit` — OpenSSL 3 looks up the provider's algorithms on every init, which costs more than
-/// the hashing and, for RSA, the public operation's own overhead. The template is only read after construction
-/// (duplicating it takes no lock), so one instance serves every thread.
+/// the hashing and, for RSA, the public operation's own overhead. The template is never written after construction
+/// (duplicating it only takes references on the key and the algorithm), so one instance serves every thread.
 final class PreparedVerify: @unchecked Sendable {
     /// SHA-256, fetched once (an explicit fetch: the implicit one behind `EVP_sha256()` repeats the lookup per use).
     nonisolated(unsafe) private static let sha256: OpaquePointer? = EVP_MD_fetch(nil, "SHA256", nil)

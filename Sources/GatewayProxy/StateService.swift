@@ -113,19 +113,26 @@ public final class StateService: Sendable {
             }
         }
         if !counters.isEmpty {
-            let results = measured("counter_batch") { store.advanceCounters(batch: counters.map(\.advance)) }
+            let results = measured("counter_batch", count: counters.count) { store.advanceCounters(batch: counters.map(\.advance)) }
             for (item, result) in zip(counters, results) { item.deliver(result) }
         }
         guard !consumes.isEmpty else { return }
         let now = consumes.map(\.now).min() ?? 0
-        let results = measured("consume_batch") { store.consumeOnce(batch: consumes.map(\.request), now: now) }
+        let results = measured("consume_batch", count: consumes.count) { store.consumeOnce(batch: consumes.map(\.request), now: now) }
         for (item, result) in zip(consumes, results) { item.deliver(result) }
     }
 
-    /// Runs a batch call, recording its time and its first failure in the state-store metrics under `op`.
-    private func measured(_ op: String, _ body: () -> [Result<Bool, StateStoreError>]) -> [Result<Bool, StateStoreError>] {
+    /// Runs a batch call of `count` items, recording its time and its first failure in the state-store metrics under
+    /// `op`. A backend answering another number of results than items (a bug) fails every item, rather than leave
+    /// requests unanswered or hand one request another's answer.
+    private func measured(_ op: String, count: Int, _ body: () -> [Result<Bool, StateStoreError>]) -> [Result<Bool, StateStoreError>] {
         let started = MonotonicClock.nowMicros()
-        let results = body()
+        var results = body()
+        if results.count != count {
+            let error = StateStoreError(.unavailable, "\(op): \(results.count) results for \(count) items")
+            Logger.error("state store batch answered the wrong number of results", ["operation": op, "detail": error.description])
+            results = Array(repeating: .failure(error), count: count)
+        }
         var failure: String? = nil
         for case .failure(let e) in results { failure = e.label; break }
         ProcessMetrics.shared.stateOperation(op, micros: MonotonicClock.nowMicros() &- started, error: failure)

@@ -123,8 +123,11 @@ public protocol AttestationStateStore: Sendable {
     /// when the stored value was already ≥ `newValue` or the key is unknown.
     func advanceCounter(keyID: String, to newValue: UInt32) throws(StateStoreError) -> Bool
     /// Several compare-and-sets, results in order, each with `advanceCounter`'s meaning, applied in order (two for
-    /// one key in a batch: the second compares with what the first stored). A requirement for the same reason as
-    /// `consumeOnce(batch:)`: SQLite makes the batch one transaction, Redis one script or one pipeline per master.
+    /// one key in a batch: the second compares with what the first stored; on a Redis Cluster a call redirected
+    /// mid-batch runs after the others, so it can be refused where one at a time would have taken it — never the
+    /// other way). A requirement for the same reason as `consumeOnce(batch:)`: SQLite makes the batch one
+    /// transaction, Redis one script or one pipeline per master. A batch that fails fails the counters it would
+    /// have raised; one it had answered false stays false (a refusal needs no commit).
     func advanceCounters(batch: [CounterAdvance]) -> [Result<Bool, StateStoreError>]
 
     func putReceipt(keyID: String, _ receipt: ReceiptRecord) throws(StateStoreError)

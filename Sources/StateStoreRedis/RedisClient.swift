@@ -77,6 +77,28 @@ final class RedisClient: RedisExecutor {
         }
     }
 
+    /// `eval` of a write script that answers one 0/1 flag per key (`consumeMany`, `advanceCounterMany`), keeping
+    /// the script's reply when only the `WAIT` after it fails: `waitFailure` is then that failure, which fails the
+    /// keys the script wrote (its 1s) but not its 0s — a value it left alone is a refusal, true whatever the
+    /// replicas acknowledged. Anything failing before the reply is thrown.
+    func evalReportingWait(_ script: RedisScript, _ appendArguments: (inout RedisCommand) -> Void)
+        throws(StateStoreError) -> (reply: RedisReply, waitFailure: StateStoreError?) {
+        let deadline = RedisDeadline(timeoutMillis: timeoutMillis)
+        var answered: RedisReply? = nil
+        do throws(StateStoreError) {
+            let reply = try withConnection(deadline) { (connection, shas) throws(StateStoreError) -> RedisReply in
+                let reply = try connection.runScript(script, sha: &shas[script.id], deadline: deadline, appendArguments)
+                answered = reply
+                try awaitReplicas(connection, deadline, after: reply)
+                return reply
+            }
+            return (reply, nil)
+        } catch {
+            guard let answered else { throw error }
+            return (answered, error)
+        }
+    }
+
     private func withConnection(_ deadline: RedisDeadline,
                                 _ body: (RedisConnection) throws(StateStoreError) -> RedisReply)
         throws(StateStoreError) -> RedisReply {

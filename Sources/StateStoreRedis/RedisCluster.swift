@@ -286,8 +286,11 @@ final class RedisClusterClient: RedisExecutor {
                     drop(node, &s)
                     for i in calls[read...] { results[i] = .failure(error) }
                     // With wait_replicas, a write whose WAIT was not read as enough acknowledgements is not reported
-                    // done (a failover could lose it); calls that did not run (nil) may still go alone.
-                    if waits { for i in calls { if case .success = results[i] { results[i] = .failure(error) } } }
+                    // done (a failover could lose it); calls that did not run (nil) may still go alone; a call that
+                    // changed nothing (0: a refusal) stands.
+                    if waits {
+                        for i in calls { if case .success(let r) = results[i], !r.changedNothing { results[i] = .failure(error) } }
+                    }
                 }
             }
             if let failed { note(failed, &s) } else { succeeded(&s) }

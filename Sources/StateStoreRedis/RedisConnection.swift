@@ -169,7 +169,9 @@ final class RedisConnection {
     /// on the master, but a failover could lose it).
     func awaitReplicas(_ count: Int, _ deadline: RedisDeadline, after reply: RedisReply, server: String) throws(StateStoreError) {
         guard count > 0 else { return }
+        // A failed write, or one that changed nothing (a refusal: no data for a failover to lose).
         if case .error = reply { return }
+        if reply.changedNothing { return }
         let (wait, waitMillis) = try Self.waitCommand(count, deadline)
         try Self.checkWait(try run(wait, deadline: deadline), count, waitMillis, server: server)
     }

@@ -10,6 +10,17 @@ enum RedisReply: Sendable, Equatable {
     case error(String)
     case array([RedisReply])
 
+    /// A write's answer that says it changed nothing: 0, or an array of only 0s. Every write script the store runs
+    /// answers 0 for a value it left alone (`consume` for a live value, `advanceCounter` for a counter not raised, …),
+    /// so there is nothing for `WAIT` to wait for — and its answer, a refusal, must stand whatever `WAIT` says.
+    var changedNothing: Bool {
+        switch self {
+        case .integer(let n): n == 0
+        case .array(let items): items.allSatisfy { $0 == .integer(0) }
+        default: false
+        }
+    }
+
     /// Replies nest at most this deep here (our scripts return arrays of arrays); deeper is "unexpected".
     static let maxDepth = 4
 

@@ -192,7 +192,8 @@ public final class RedisStateStore: AttestationStateStore {
     }
 
     /// One server: `script` (KEYS = a chunk of `names`, then what `arguments` appends for that chunk's range) per
-    /// chunk of up to `maxConsumesPerScript`, each answering 1 or 0 per key; a failed call fails each of its keys.
+    /// chunk of up to `maxConsumesPerScript`, each answering 1 or 0 per key, in order. A call that fails fails each of
+    /// its keys; when only its `WAIT` fails, the keys it wrote (1) fail and those it left alone (0) stay refusals.
     private func inScripts(_ names: [String], _ script: RedisScript, _ what: String,
                            arguments: (Range<Int>, inout RedisCommand) -> Void) -> [Result<Bool, StateStoreError>] {
         var results: [Result<Bool, StateStoreError>] = []
@@ -201,13 +202,18 @@ public final class RedisStateStore: AttestationStateStore {
             let range = start..<min(start + Self.maxConsumesPerScript, names.count)
             do throws(StateStoreError) {
                 try checkLayout()
-                let reply = try client.eval(script) { c in
+                guard let server = client as? RedisClient else { throw StateStoreError(.invalid, "\(what): not one server") }
+                let (reply, waitFailure) = try server.evalReportingWait(script) { c in
                     c.append(Int64(range.count))
                     for name in names[range] { c.append(name) }
                     arguments(range, &c)
                 }
-                guard case .array(let flags) = reply, flags.count == range.count else { throw reply.unexpected(what) }
-                for flag in flags { results.append(.success(try Self.flag(flag, what))) }
+                guard case .array(let replies) = reply, replies.count == range.count else { throw reply.unexpected(what) }
+                // Every flag decoded before any result is added: a bad one fails the chunk, never shifts it.
+                var flags: [Bool] = []
+                flags.reserveCapacity(replies.count)
+                for flag in replies { flags.append(try Self.flag(flag, what)) }
+                for wrote in flags { results.append(wrote ? waitFailure.map { .failure($0) } ?? .success(true) : .success(false)) }
             } catch {
                 results += range.map { _ in .failure(error) }
             }

@@ -74,16 +74,18 @@ public final class SQLiteStateStore: AttestationStateStore {
     }
 
     /// `each` for every element on the locked connection, in one IMMEDIATE transaction (a single element: on its
-    /// own, which is one statement's transaction anyway). No result is reported before the commit; a failure
-    /// anywhere rolls the whole batch back and fails each element.
+    /// own, which is one statement's transaction anyway). No result is reported before the commit. A failure
+    /// anywhere rolls the whole batch back: each element that would have stored fails, and each that had answered
+    /// false (a value already consumed, a counter not raised: it changed nothing) stays false — a refusal is true
+    /// without the commit, and failing it would let `on_unavailable: allow` pass a replay.
     func inOneTransaction<Element>(_ batch: [Element], _ each: (SQLiteConnection, Element) throws(StateStoreError) -> Bool)
         -> [Result<Bool, StateStoreError>] {
+        var done: [Bool] = []
+        done.reserveCapacity(batch.count)
         do throws(StateStoreError) {
-            let results = try withConnection { connection throws(StateStoreError) -> [Bool] in
-                if batch.count == 1 { return [try each(connection, batch[0])] }
+            try withConnection { connection throws(StateStoreError) in
+                if batch.count == 1 { return done.append(try each(connection, batch[0])) }
                 try connection.execute("BEGIN IMMEDIATE")
-                var done: [Bool] = []
-                done.reserveCapacity(batch.count)
                 do throws(StateStoreError) {
                     for element in batch { done.append(try each(connection, element)) }
                     try connection.execute("COMMIT")
@@ -91,11 +93,10 @@ public final class SQLiteStateStore: AttestationStateStore {
                     try? connection.execute("ROLLBACK")
                     throw error
                 }
-                return done
             }
-            return results.map { Result<Bool, StateStoreError>.success($0) }
+            return done.map { .success($0) }
         } catch {
-            return batch.map { _ in .failure(error) }
+            return batch.indices.map { i in i < done.count && !done[i] ? .success(false) : .failure(error) }
         }
     }
 

@@ -41,8 +41,10 @@ import StateStore
     }
 
     /// Every step run in order (the store steps against `store`, or as failed when `storeDown`); the steps' names.
+    /// `downFrom`: the store fails from that step on (a step counted by its place among the store steps).
     func run(_ v: AppAttestRouteVerifier, _ s: Setup, _ fields: [(String, String)], storeDown: Bool = false,
-             steps: inout [String]) -> VerifierOutcome? {
+             downFrom: Int? = nil, steps: inout [String]) -> VerifierOutcome? {
+        var storeSteps = 0
         var bytes: [UInt8] = []
         var ranges: [HeaderField] = []
         for (n, value) in fields {
@@ -63,7 +65,8 @@ import StateStore
             case .done(let outcome): return outcome
             case .store(let work):
                 steps.append(work.operation)
-                if storeDown {
+                storeSteps += 1
+                if storeDown || downFrom.map({ storeSteps >= $0 }) == true {
                     step = work.failed(StateStoreError(.unavailable, "down"))
                 } else {
                     do { step = try work.run(s.store) } catch { step = work.failed(error) }
@@ -145,6 +148,20 @@ import StateStore
         guard case .passedUnchecked(_, .stateUnavailable)? = run(verifier(s, allow: true), s, try headers(s), storeDown: true, steps: &steps) else {
             Issue.record("on_unavailable: allow passes, marked"); return
         }
+    }
+
+    /// A compare-and-set the store answered "not advanced" is a replay; the store failing on the key lookup that
+    /// follows (unknown key or replay?) must not turn it into "could not answer": refused, also under `allow`.
+    @Test func aReplayStaysRefusedWhenTheLookupAfterItFails() throws {
+        let s = try setup()
+        s.keys.put(try #require(try s.store.key(id: s.device.keyID)), riskMetric: nil)
+        var steps: [String] = []
+        let first = try headers(s)
+        guard case .passed? = run(verifier(s, allow: true), s, first, steps: &steps) else { Issue.record("expected a pass"); return }
+        steps = []
+        let replay = run(verifier(s, allow: true), s, first, downFrom: 2, steps: &steps)
+        #expect(steps == ["body", "appattest_counter", "appattest_key"])
+        guard case .rejected(.stateUnavailable)? = replay else { Issue.record("a replay must stay refused, got \(String(describing: replay))"); return }
     }
 
     @Test func malformedAndStaleHeadersAreRefusedWithoutAnyStep() throws {

@@ -275,6 +275,12 @@ import Testing
         // Each WAIT waits 450 ms (3/4 of state.timeout): at once on the three masters, about 0.45 s; one after the
         // other it would be 1.35 s.
         #expect(elapsed < 1.0, "the batch took \(elapsed) s")
+        // Again under wait_replicas: the values are refusals now (0: nothing written), which no WAIT can undo;
+        // only the value new to this batch fails. (Past the backoff the WAITs above started on each master first.)
+        Thread.sleep(forTimeInterval: 0.3)
+        let again = waiting.consumeOnce(batch: batch + [ConsumeRequest(namespace: "1", key: "w-new", expiresAt: 2_000_000_000)], now: 1)
+        #expect(again.prefix(30).allSatisfy { (try? $0.get()) == false }, "\(again.prefix(3))")
+        #expect({ if case .failure(let e) = again[30] { e.cause == "wait_replicas" } else { false } }(), "\(again[30])")
         #expect(plain.consumeOnce(batch: batch, now: 1).allSatisfy { (try? $0.get()) == false },
                 "every value was written although none was reported consumed")
     }

@@ -34,6 +34,42 @@ func errorKind(_ body: () throws -> Void) -> StateStoreError.Kind? {
         try StateStoreConformance(make: { try makeRedisStore(server) }, sweepCountsExpiredValues: false).run(check)
     }
 
+    /// `wait_replicas` on a server without replicas: every WAIT falls short. A write is then a failure (cause
+    /// wait_replicas: `on_unavailable: allow` may pass it), but a refusal — a value already consumed, a counter not
+    /// raised — changed nothing and must stay a refusal, one at a time and in a batch, or `allow` would pass a replay.
+    @Test func underWaitReplicasARefusalStaysARefusal() throws {
+        let server = try RedisServer()
+        defer { server.stop() }
+        let prefix = uniqueRedisPrefix()
+        let plain = try makeRedisStore(server, prefix: prefix)
+        try plain.ping()   // the layout marker (a write WAIT would refuse)
+        let waiting = try RedisStateStore(url: server.url, keyPrefix: prefix, timeoutMillis: 400, waitReplicas: 1)
+        func cause<T>(_ r: Result<T, StateStoreError>) -> String? { if case .failure(let e) = r { e.cause } else { nil } }
+        let now: Int64 = 1_000, exp: Int64 = 2_000_000_000
+        #expect(try plain.consumeOnce(namespace: "n", key: "old", expiresAt: exp, now: now))
+        #expect(try !waiting.consumeOnce(namespace: "n", key: "old", expiresAt: exp, now: now), "a replay: no WAIT, no error")
+        #expect(cause(Result { () throws(StateStoreError) in try waiting.consumeOnce(namespace: "n", key: "new", expiresAt: exp, now: now) })
+                == "wait_replicas")
+        // A WAIT that falls short drops the connection and backs off (100 ms, doubling): past it before each call
+        // that follows one, so the call reaches the server.
+        func pastTheBackoff() { Thread.sleep(forTimeInterval: 0.3) }
+        pastTheBackoff()
+        let batch = ["old", "fresh", "new", "fresh"].map { ConsumeRequest(namespace: "n", key: $0, expiresAt: exp) }
+        let results = waiting.consumeOnce(batch: batch, now: now)
+        #expect((try? results[0].get()) == false && (try? results[2].get()) == false && (try? results[3].get()) == false,
+                "\(results)")
+        #expect(cause(results[1]) == "wait_replicas", "the one value written fails")
+        let key = AttestedKeyRecord(keyID: "k", appID: "a", publicKey: [4], counter: 5, environment: "production", createdAt: now)
+        #expect(try plain.registerKey(key))
+        pastTheBackoff()
+        #expect(try !waiting.advanceCounter(keyID: "k", to: 5))
+        let counters = waiting.advanceCounters(batch: [CounterAdvance(keyID: "k", counter: 4), CounterAdvance(keyID: "k", counter: 6),
+                                                       CounterAdvance(keyID: "k", counter: 6)])
+        #expect((try? counters[0].get()) == false && (try? counters[2].get()) == false && cause(counters[1]) == "wait_replicas",
+                "\(counters)")
+        #expect(try plain.key(id: "k")?.counter == 6, "written although not reported")
+    }
+
     @Test func twoConnectionsRacingConsumeOnceOrRedeemLetExactlyOneWin() throws {
         let server = try RedisServer()
         defer { server.stop() }

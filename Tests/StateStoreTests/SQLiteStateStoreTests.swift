@@ -15,6 +15,24 @@ import Testing
         }).run(check)
     }
 
+    /// A batch whose transaction fails is rolled back: an element that would have stored fails (nothing of it was
+    /// stored), but one that had answered false — a value already consumed, a counter not raised — stays false,
+    /// so `on_unavailable: allow` can never pass a replay that shared a batch with a failure.
+    @Test func aFailedBatchFailsItsWritesButKeepsItsRefusals() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let store = try SQLiteStateStore(path: directory.path + "/state.db", timeoutMillis: 1_000)
+        #expect(try store.consumeOnce(namespace: "n", key: "old", expiresAt: 2_000, now: 1_000))
+        let results = store.inOneTransaction(["fresh", "old", "boom", "later"]) { connection, key throws(StateStoreError) in
+            if key == "boom" { throw StateStoreError(.unavailable, "disk I/O error") }
+            return try SQLiteStateStore.recordOnce(SQLiteStateStore.consumeSQL, connection, namespace: "n", key: key,
+                                                   expiresAt: 2_000, now: 1_000)
+        }
+        func failed(_ r: Result<Bool, StateStoreError>) -> Bool { if case .failure = r { true } else { false } }
+        #expect(failed(results[0]) && (try? results[1].get()) == false && failed(results[2]) && failed(results[3]), "\(results)")
+        #expect(try store.consumeOnce(namespace: "n", key: "fresh", expiresAt: 2_000, now: 1_000), "rolled back: not consumed")
+    }
+
     @Test func dataSurvivesReopening() throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
