@@ -5,6 +5,9 @@ struct StrictJSONParser {
     private var i = 0
     private var elements = 0
 
+    /// Members a top-level object has room for before it grows (an App Check token's claims: 8).
+    static let topLevelCapacity = 8
+
     init(bytes: UnsafeRawBufferPointer, limits: StrictJSON.Limits) {
         self.bytes = bytes
         self.limits = limits
@@ -63,6 +66,12 @@ struct StrictJSONParser {
         i += 1
         var members: [(String, JSONValue)] = []
         var index: [String: Int] = [:]
+        if depth == 1 {
+            // The document's own object (a JWS header, a claims set: a handful of members): room for them up front,
+            // instead of growing both by doubling. Nested objects start empty, so no input multiplies its memory.
+            members.reserveCapacity(Self.topLevelCapacity)
+            index.reserveCapacity(Self.topLevelCapacity)
+        }
         skipWhitespace()
         if i < bytes.count && bytes[i] == UInt8(ascii: "}") { i += 1; return .object(JSONObject(validatedMembers: [], index: [:])) }
         while true {
