@@ -48,6 +48,11 @@ def wait_failure(gw, iss, once: bool = True) -> dict:
     """Limited-use requests answer 503 state_unavailable until the store's failure is logged, and a few more after;
     returns the first logged failure (`once`: and asserts it is the only one — the same failure is not logged
     again)."""
+    # The gateway was started without waiting for readiness: its App Check keys first (a slow build — a sanitizer's —
+    # answers jwks_unavailable until they are loaded, which is not what these tests look at).
+    loaded = time.monotonic() + 10
+    while time.monotonic() < loaded and not log_records(gw.stderr_path, "jwks loaded"):
+        time.sleep(0.05)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and not failures(gw):
         assert status(gw, "/lu/x", iss.token(limited_use=True)) == (503, "state_unavailable")
