@@ -13,9 +13,12 @@ struct HTTP1RequestLine: Sendable, Equatable {
     ///
     /// Checked before anything else about the line, and on incomplete lines too, so a long target is reported
     /// as 414 whatever the split of the input, and before the head grows past `maxHeaderBytes`.
+    ///
+    /// The target ends at the first CR too: a CR is never part of one (it ends the line, or it is a bare CR the
+    /// line's parse refuses), and where a line is cut — before or after a CR, or between two — must not change
+    /// the target's length (a fuzzer found `…://\r\r\n` read as 414 in two pieces and as 400 `bare_cr` in one).
     static func targetTooLong(_ p: UnsafeRawBufferPointer, _ line: Range<Int>, max: Int) -> Bool {
-        var end = line.upperBound
-        if end > line.lowerBound, p[end - 1] == HTTP1Bytes.cr { end -= 1 }  // maybe the start of CRLF
+        let end = HTTP1Bytes.find(HTTP1Bytes.cr, in: p, from: line.lowerBound, to: line.upperBound) ?? line.upperBound
         guard end - line.lowerBound > max else { return false }
         guard let sp1 = HTTP1Bytes.find(HTTP1Bytes.sp, in: p, from: line.lowerBound, to: end) else { return false }
         let targetEnd = HTTP1Bytes.find(HTTP1Bytes.sp, in: p, from: sp1 + 1, to: end) ?? end
